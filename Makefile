@@ -1,0 +1,88 @@
+# specdeploy: `make help` lists the targets. Everything sets itself up (venv, apt, downloads).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON      ?= python3
+VENV        := .venv
+BIN         := $(VENV)/bin
+CACHE       ?= $(or $(SPECDEPLOY_CACHE),$(HOME)/.cache/specdeploy)
+INVENTORY   ?= inventory/production
+SANDBOX_INV := inventory/sandbox
+NODES       ?= 1
+EXTRA       ?=
+TO          ?=
+PYTEST_ARGS ?=
+export SPECDEPLOY_CACHE := $(CACHE)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+PLAYBOOK    := $(BIN)/ansible-playbook
+# Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
+APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
+
+.PHONY: help setup demo test lint bench deploy rollback validate status schedule unschedule \
+        sandbox-up sandbox-down preflight clear-caches prefetch clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(VENV)/.stamp: requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	touch $@
+
+.apt-stamp:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "apt: installing $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	@touch $@
+
+prefetch: $(VENV)/.stamp ## download the pinned wheels into the cache (once)
+	$(BIN)/python -m specdeploy.wheelhouse --cache $(CACHE)
+
+setup: $(VENV)/.stamp .apt-stamp prefetch ## venv, apt packages and cached downloads
+
+lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check and format
+	$(BIN)/yamllint --strict .
+	$(BIN)/ansible-lint --profile production --offline -q
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
+	$(BIN)/python -m specdeploy.demo
+
+sandbox-up: setup ## boot NODES=N sandbox GPU nodes (systemd-nspawn) and write inventory/sandbox
+	$(BIN)/python -m specdeploy.sandbox up --nodes $(NODES)
+
+sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, mount or address
+	$(BIN)/python -m specdeploy.sandbox down
+
+deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) deploy.yml $(EXTRA)
+
+preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)
+
+rollback: $(VENV)/.stamp ## back to the previous release, or TO=<release-id> (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/rollback.yml $(if $(TO),-e rollback_to=$(TO)) $(EXTRA)
+
+validate: $(VENV)/.stamp ## smoke and acceptance checks, reports (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/validate.yml $(EXTRA)
+
+status: $(VENV)/.stamp ## one table: node, release, vLLM, patch state, service, last validation
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/status.yml $(EXTRA)
+
+clear-caches: $(VENV)/.stamp ## remove the compile caches of the current release (INVENTORY=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/clear-caches.yml $(EXTRA)
+
+schedule: $(VENV)/.stamp ## install the validation timer (history, reports)
+	@echo "make schedule: not built yet (issue 6: scheduled validation runs)"; exit 1
+
+bench: $(VENV)/.stamp ## deploy/re-deploy/rollback timings on 1, 2, 4 sandbox nodes
+	@echo "make bench: not built yet (issue 8: fleets and the benchmark)"; exit 1
+
+clean: ## remove the venv, stamps and generated inventory (keeps the download cache)
+	-$(BIN)/python -m specdeploy.sandbox down 2>/dev/null
+	rm -rf $(VENV) .apt-stamp $(SANDBOX_INV) .pytest_cache .ruff_cache build

@@ -1,0 +1,433 @@
+"""EAGLE-3 drafter compatibility check: target config.json + drafter config.json + vLLM version.
+
+    python -m specdeploy.drafter --target DIR|config.json --drafter DIR|config.json \\
+        --vllm-version X [--manifest PATH] [--json]
+
+Checks (what vLLM X will do with this pair, per the facts in patches/vllm/manifest.yml,
+which are read off each wheel):
+
+* the drafter architecture is one that version can load as EAGLE-3 (llama-style only
+  before 0.18: ``Eagle3LlamaForCausalLM`` / ``LlamaForCausalLMEagle3``; MLA drafters
+  ``Eagle3DeepseekV2/V3ForCausalLM`` from 0.18.0 on);
+* ``target_hidden_size`` (default: the drafter's ``hidden_size``) equals the target's hidden
+  size (the fc input is 3 x target hidden);
+* vocabulary: the drafter's ``vocab_size`` equals the target's; a smaller ``draft_vocab_size``
+  needs a ``d2t`` tensor (draft id -> target id offset) of that length in the weights;
+* auxiliary layers: the top-level ``eagle_aux_hidden_state_layer_ids`` is honoured; a list
+  only inside ``eagle_config`` is ignored by versions that do not read it (the target then
+  feeds its default layers (2, n//2, n-3), collapsing acceptance): reported with the fix;
+  every id must be inside 1..num_layers-1; the count must match the fc input (3).
+
+Exit: 0 no errors (warnings allowed), 1 at least one error, 2 usage/environment error.
+Node-side safe: stdlib + PyYAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specdeploy.patches import Manifest, UsageError, version_key
+
+LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
+MLA_STYLE = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
+
+
+@dataclass
+class Finding:
+    level: str  # error | warning | info
+    code: str
+    message: str
+
+
+@dataclass
+class Result:
+    vllm_version: str
+    findings: list[Finding] = field(default_factory=list)
+    aux_layers_served: list[int] | None = None
+    target: dict[str, Any] = field(default_factory=dict)
+    drafter: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, level: str, code: str, message: str) -> None:
+        self.findings.append(Finding(level, code, message))
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "vllm_version": self.vllm_version,
+            "ok": self.ok,
+            "errors": len(self.errors),
+            "warnings": sum(f.level == "warning" for f in self.findings),
+            "aux_layers_served": self.aux_layers_served,
+            "target": self.target,
+            "drafter": self.drafter,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+    def text(self) -> str:
+        head = f"drafter check for vLLM {self.vllm_version}: " + (
+            "OK" if self.ok else f"{len(self.errors)} error(s)"
+        )
+        return "\n".join(
+            [head] + [f"  {f.level.upper():7} {f.code}: {f.message}" for f in self.findings]
+        )
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def load_config(path: Path) -> tuple[dict[str, Any], Path]:
+    """(config dict, model dir) from a model directory or a config.json path."""
+    p = path / "config.json" if path.is_dir() else path
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise UsageError(f"config not found: {p}") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{p}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{p}: not a JSON object")
+    return data, p.parent
+
+
+def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language-model part: ``text_config`` for multimodal wrappers (Kimi-K2.5)."""
+    tc = cfg.get("text_config")
+    return tc if isinstance(tc, dict) else cfg
+
+
+def weight_names(model_dir: Path) -> tuple[dict[str, list[int] | None] | None, str]:
+    """{tensor name: shape or None} from the checkpoint, and where it came from.
+
+    Reads the safetensors index, the safetensors headers (stdlib: 8-byte length + JSON) or,
+    for a torch zip checkpoint, the tensor names in its pickle (no shapes). None: no weights.
+    """
+    idx = model_dir / "model.safetensors.index.json"
+    if idx.is_file():
+        wm = json.loads(idx.read_text()).get("weight_map", {})
+        names: dict[str, list[int] | None] = dict.fromkeys(wm, None)
+        for shard in sorted(set(wm.values())):
+            hdr = _safetensors_header(model_dir / shard)
+            for k, v in (hdr or {}).items():
+                if k != "__metadata__":
+                    names[k] = list(v.get("shape", []))
+        return names, idx.name
+    files = sorted(model_dir.glob("*.safetensors"))
+    if files:
+        out: dict[str, list[int] | None] = {}
+        for f in files:
+            for k, v in (_safetensors_header(f) or {}).items():
+                if k != "__metadata__":
+                    out[k] = list(v.get("shape", []))
+        return out, ", ".join(f.name for f in files)
+    for f in sorted(model_dir.glob("*.bin")):
+        if zipfile.is_zipfile(f):
+            with zipfile.ZipFile(f) as zf:
+                pkl = next((n for n in zf.namelist() if n.endswith("data.pkl")), None)
+                raw = zf.read(pkl) if pkl else b""
+            found = {n: None for n in ("d2t", "t2d", "fc.weight") if n.encode() in raw}
+            return found, f.name + " (tensor names from its pickle)"
+    return None, ""
+
+
+def _safetensors_header(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > 100_000_000:
+                return None
+            return json.loads(f.read(n))
+    except (OSError, struct.error, json.JSONDecodeError):
+        return None
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def drafter_facts(manifest: Manifest, version: str, res: Result) -> dict[str, Any]:
+    kind = manifest.kind(version)
+    if kind == "unsupported":
+        raise UsageError(manifest.unsupported_message(version))
+    entry = manifest.entry(version)
+    if "drafter" in entry:
+        return dict(entry["drafter"])
+    known = sorted((v for v, e in manifest.versions().items() if "drafter" in e), key=version_key)
+    newest = known[-1]
+    res.add(
+        "warning",
+        "vllm.version_unknown",
+        f"vLLM {version} is not in the manifest; assuming the drafter facts of {newest}",
+    )
+    return dict(manifest.entry(newest)["drafter"])
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def check(
+    target_cfg: dict[str, Any],
+    drafter_cfg: dict[str, Any],
+    version: str,
+    manifest: Manifest,
+    drafter_dir: Path | None = None,
+) -> Result:
+    res = Result(version)
+    facts = drafter_facts(manifest, version, res)
+    tc = text_config(target_cfg)
+    t_hidden = tc.get("hidden_size")
+    t_vocab = tc.get("vocab_size", target_cfg.get("vocab_size"))
+    t_layers = tc.get("num_hidden_layers")
+    res.target = {
+        "architectures": target_cfg.get("architectures"),
+        "model_type": target_cfg.get("model_type"),
+        "text_model_type": tc.get("model_type"),
+        "hidden_size": t_hidden,
+        "vocab_size": t_vocab,
+        "num_hidden_layers": t_layers,
+    }
+    for name, val in (
+        ("hidden_size", t_hidden),
+        ("vocab_size", t_vocab),
+        ("num_hidden_layers", t_layers),
+    ):
+        if not isinstance(val, int):
+            res.add(
+                "error",
+                "target.config",
+                f"target config has no integer {name} (text_config or top level)",
+            )
+    if res.errors:
+        return res
+
+    # -- architecture
+    archs = drafter_cfg.get("architectures") or []
+    loadable = list(facts.get("eagle3_architectures") or [])
+    res.drafter = {
+        "architectures": archs,
+        "hidden_size": drafter_cfg.get("hidden_size"),
+        "target_hidden_size": drafter_cfg.get("target_hidden_size"),
+        "vocab_size": drafter_cfg.get("vocab_size"),
+        "draft_vocab_size": drafter_cfg.get("draft_vocab_size"),
+    }
+    usable = [a for a in archs if a in loadable]
+    if not archs:
+        res.add("error", "drafter.architecture", "drafter config.json has no 'architectures'")
+    elif not usable:
+        if any(a in MLA_STYLE for a in archs):
+            res.add(
+                "error",
+                "drafter.architecture",
+                f"{archs[0]} is an MLA (DeepSeek-style) EAGLE-3 drafter: vLLM {version} loads "
+                f"only {', '.join(loadable)} (llama-style); MLA drafters need vLLM >= 0.18.0, "
+                "or use a llama-style drafter",
+            )
+        else:
+            res.add(
+                "error",
+                "drafter.architecture",
+                f"architectures {archs} is not an EAGLE-3 drafter vLLM {version} can load "
+                f"(loadable: {', '.join(loadable)})",
+            )
+    else:
+        res.add("info", "drafter.architecture", f"{usable[0]} is loadable by vLLM {version}")
+
+    # -- hidden size
+    d_hidden = drafter_cfg.get("hidden_size")
+    tgt_hidden = drafter_cfg.get("target_hidden_size")
+    eff = tgt_hidden if tgt_hidden is not None else d_hidden
+    src = "target_hidden_size" if tgt_hidden is not None else "hidden_size (no target_hidden_size)"
+    if not isinstance(eff, int):
+        res.add(
+            "error",
+            "drafter.target_hidden_size",
+            "drafter has neither target_hidden_size nor hidden_size",
+        )
+    elif eff != t_hidden:
+        res.add(
+            "error",
+            "drafter.target_hidden_size",
+            f"drafter {src} is {eff} but the target's hidden size is {t_hidden}: the fc layer "
+            f"expects 3 x {eff} inputs and gets 3 x {t_hidden} (a drafter trained for another "
+            "target?)",
+        )
+    else:
+        res.add("info", "drafter.target_hidden_size", f"{src} {eff} == target hidden size")
+
+    # -- vocabulary
+    d_vocab = drafter_cfg.get("vocab_size")
+    dv = drafter_cfg.get("draft_vocab_size") or d_vocab
+    if d_vocab is not None and d_vocab != t_vocab:
+        res.add(
+            "error",
+            "drafter.vocab_size",
+            f"drafter vocab_size {d_vocab} != target vocab_size {t_vocab}: the drafter's token "
+            "ids (and the embeddings it shares with the target) do not match",
+        )
+    if isinstance(dv, int) and isinstance(t_vocab, int):
+        if dv > t_vocab:
+            res.add(
+                "error",
+                "drafter.draft_vocab_size",
+                f"draft_vocab_size {dv} > target vocab {t_vocab}",
+            )
+        elif dv < t_vocab:
+            weights, where = weight_names(drafter_dir) if drafter_dir else (None, "")
+            if weights is None:
+                res.add(
+                    "warning",
+                    "drafter.d2t",
+                    f"draft_vocab_size {dv} < target vocab {t_vocab}: a d2t tensor is required; "
+                    "no weights found next to the config to confirm it",
+                )
+            elif "d2t" not in weights:
+                res.add(
+                    "error",
+                    "drafter.d2t",
+                    f"draft_vocab_size {dv} < target vocab {t_vocab} but the weights ({where}) "
+                    "have no d2t tensor: draft ids would be taken as target ids",
+                )
+            else:
+                shape = weights["d2t"]
+                if shape is not None and shape != [dv]:
+                    res.add(
+                        "error",
+                        "drafter.d2t",
+                        f"d2t has shape {shape}, expected [{dv}] (draft_vocab_size)",
+                    )
+                else:
+                    res.add("info", "drafter.d2t", f"d2t present ({where}) for draft vocab {dv}")
+
+    # -- auxiliary layers
+    ec = (
+        drafter_cfg.get("eagle_config") if isinstance(drafter_cfg.get("eagle_config"), dict) else {}
+    )
+    top = drafter_cfg.get("eagle_aux_hidden_state_layer_ids")
+    inner = ec.get("eagle_aux_hidden_state_layer_ids")
+    honoured_inner = bool(facts.get("eagle_config_aux_ids_honoured"))
+    default = [2, t_layers // 2, t_layers - 3]
+    if ec.get("use_aux_hidden_state") is False:
+        res.add(
+            "info",
+            "drafter.aux_layers",
+            "eagle_config.use_aux_hidden_state is false: no aux layers",
+        )
+        res.aux_layers_served = []
+        return res
+    if top is not None:
+        served = list(top)
+        if inner is not None and list(inner) != served:
+            res.add(
+                "warning",
+                "drafter.aux_layers.conflict",
+                f"top-level eagle_aux_hidden_state_layer_ids {served} differs from "
+                f"eagle_config's {list(inner)}; vLLM uses the top-level list",
+            )
+    elif inner is not None:
+        if honoured_inner:
+            served = list(inner)
+            res.add(
+                "info", "drafter.aux_layers", f"vLLM {version} reads eagle_config's list {served}"
+            )
+        else:
+            served = default
+            res.add(
+                "error",
+                "drafter.aux_layers.eagle_config_ignored",
+                f"the aux layer ids {list(inner)} are only inside eagle_config, which vLLM "
+                f"{version} ignores: the target would feed its default layers {default} and "
+                "acceptance collapses. Fix: add the top-level key "
+                f'"eagle_aux_hidden_state_layer_ids": {json.dumps(list(inner))} to the drafter\'s '
+                "config.json",
+            )
+            _check_ids(res, list(inner), t_layers, facts, label="eagle_config ids", served=False)
+            res.aux_layers_served = served
+            return res
+    else:
+        served = default
+        res.add(
+            "warning",
+            "drafter.aux_layers.default",
+            f"the drafter names no aux layers; vLLM uses the target default {default}: make "
+            "sure the drafter was trained on these",
+        )
+    res.aux_layers_served = served
+    _check_ids(res, served, t_layers, facts, label="aux layer ids")
+    return res
+
+
+def _check_ids(
+    res: Result,
+    ids: list[Any],
+    n_layers: int,
+    facts: dict[str, Any],
+    label: str,
+    served: bool = True,
+) -> None:
+    bad = [
+        i
+        for i in ids
+        if not isinstance(i, int) or isinstance(i, bool) or not 1 <= i <= n_layers - 1
+    ]
+    if bad:
+        res.add(
+            "error",
+            "drafter.aux_layers.range",
+            f"{label} {ids}: {bad} outside 1..{n_layers - 1} (the target has {n_layers} layers; "
+            "layer 0 has no residual yet and the last id must name a real layer)",
+        )
+    if len(set(map(str, ids))) != len(ids):
+        res.add("error", "drafter.aux_layers.duplicate", f"{label} {ids} contain duplicates")
+    fixed = facts.get("aux_layer_count_fixed")
+    if fixed and len(ids) != fixed:
+        res.add(
+            "error",
+            "drafter.aux_layers.count",
+            f"{label} {ids}: {len(ids)} layers, but this vLLM's EAGLE-3 fc takes exactly "
+            f"{fixed} x target hidden",
+        )
+    if served and not bad and (not fixed or len(ids) == fixed):
+        res.add("info", "drafter.aux_layers", f"target layers {ids} feed the drafter")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m specdeploy.drafter",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--target", required=True, type=Path, help="target model dir or config.json")
+    ap.add_argument("--drafter", required=True, type=Path, help="drafter model dir or config.json")
+    ap.add_argument("--vllm-version", required=True, help="the vLLM version that will serve")
+    ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        manifest = Manifest.load(args.manifest)
+        tcfg, _ = load_config(args.target)
+        dcfg, ddir = load_config(args.drafter)
+        res = check(tcfg, dcfg, args.vllm_version, manifest, ddir)
+    except UsageError as exc:
+        if args.json:
+            print(json.dumps({"error": str(exc), "exit": 2}))
+        else:
+            print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(res.as_dict(), indent=2) if args.json else res.text())
+    return 0 if res.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

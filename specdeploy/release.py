@@ -1,0 +1,334 @@
+"""Release directories, their manifests, the `current` symlink and the activation ledger.
+
+Runs ON the node (stdlib only). Layout under the root:
+
+    releases/<id>/manifest.json   what the release is and what was verified (status below)
+    releases/<id>/...             venv, toolkit, config (built by the deploy)
+    current -> releases/<id>      the serving release: always read from the symlink itself
+    ledger.jsonl                  one line per activation, in order (rollback reads this)
+
+Release status: building (never selected) -> verified -> active | failed | inactive.
+Every command prints one JSON object with `changed`, so Ansible can report honestly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("building", "verified", "active", "inactive", "failed")
+SELECTABLE = ("verified", "active", "inactive")
+
+
+class ReleaseError(Exception):
+    """A refusal with a message for the operator (exit code 1)."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def releases_dir(root: Path) -> Path:
+    return root / "releases"
+
+
+def manifest_path(root: Path, release_id: str) -> Path:
+    return releases_dir(root) / release_id / "manifest.json"
+
+
+def read_manifest(root: Path, release_id: str) -> dict[str, Any]:
+    path = manifest_path(root, release_id)
+    if not path.is_file():
+        raise ReleaseError(f"release {release_id!r} has no manifest at {path}")
+    return json.loads(path.read_text())
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def current_release(root: Path) -> str | None:
+    """The release `current` points at, read from the symlink (never from mtimes)."""
+    link = root / "current"
+    if not link.is_symlink():
+        return None
+    return Path(os.readlink(link)).name
+
+
+def read_ledger(root: Path) -> list[dict[str, Any]]:
+    path = root / "ledger.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _append_ledger(root: Path, entry: dict[str, Any]) -> None:
+    with (root / "ledger.jsonl").open("a") as handle:
+        handle.write(json.dumps(entry, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def init_release(root: Path, release_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Create the release's manifest in status `building`, or keep a finished one.
+
+    A release left `building` or `failed` by an earlier run is started again from scratch
+    (its directory is emptied except for the manifest history), so a half-built venv is never
+    trusted.
+    """
+    path = manifest_path(root, release_id)
+    if path.is_file():
+        manifest = json.loads(path.read_text())
+        if manifest.get("status") in SELECTABLE and manifest.get("inputs") == inputs:
+            return {"changed": False, "status": manifest["status"], "rebuilt": False}
+        previous_status = manifest.get("status")
+        for child in path.parent.iterdir():
+            if child.name != "manifest.json":
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        rebuilt = True
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        previous_status = None
+        rebuilt = False
+    manifest = {
+        "release_id": release_id,
+        "status": "building",
+        "inputs": inputs,
+        "vllm_version": inputs.get("vllm_version"),
+        "created_at": _now(),
+        "verified": {},
+        "starts": [],
+        "history": [{"at": _now(), "status": "building", "previous_status": previous_status}],
+    }
+    _write_json_atomic(path, manifest)
+    return {"changed": True, "status": "building", "rebuilt": rebuilt}
+
+
+def update_release(
+    root: Path,
+    release_id: str,
+    fields: dict[str, Any],
+    status: str | None,
+    reason: str | None,
+    from_status: str | None = None,
+) -> dict[str, Any]:
+    """Merge `fields` into the manifest and move it to `status`; unchanged content is not written.
+
+    With `from_status`, the status moves only from that status (a finished release that is
+    deployed again keeps its `active`).
+    """
+    manifest = read_manifest(root, release_id)
+    if from_status is not None and manifest.get("status") != from_status:
+        status = None
+    updated = json.loads(json.dumps(manifest))
+    for key, value in fields.items():
+        if isinstance(value, dict) and isinstance(updated.get(key), dict):
+            updated[key] = {**updated[key], **value}
+        else:
+            updated[key] = value
+    if status is not None:
+        if status not in STATUSES:
+            raise ReleaseError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+        if updated.get("status") != status:
+            updated["status"] = status
+            entry = {"at": _now(), "status": status}
+            if reason:
+                entry["reason"] = reason
+            updated.setdefault("history", []).append(entry)
+        if reason and status == "failed":
+            updated["failure_reason"] = reason
+    if updated == manifest:
+        return {"changed": False, "status": manifest.get("status")}
+    _write_json_atomic(manifest_path(root, release_id), updated)
+    return {"changed": True, "status": updated.get("status")}
+
+
+def record_start(root: Path, release_id: str, start: dict[str, Any]) -> dict[str, Any]:
+    """Append one start (stop-to-ready seconds, backends seen) to the manifest."""
+    manifest = read_manifest(root, release_id)
+    manifest.setdefault("starts", []).append({"at": _now(), **start})
+    _write_json_atomic(manifest_path(root, release_id), manifest)
+    return {"changed": True, "starts": len(manifest["starts"])}
+
+
+def activate(root: Path, release_id: str, action: str) -> dict[str, Any]:
+    """Point `current` at the release (atomic rename) and record it in the ledger."""
+    manifest = read_manifest(root, release_id)
+    if manifest.get("status") not in SELECTABLE:
+        raise ReleaseError(
+            f"release {release_id!r} is {manifest.get('status')!r}; only a finished release "
+            f"({', '.join(SELECTABLE)}) can be activated"
+        )
+    previous = current_release(root)
+    if previous == release_id:
+        return {"changed": False, "current": release_id, "previous": previous}
+    tmp = root / ".current.tmp"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(f"releases/{release_id}", tmp)
+    os.replace(tmp, root / "current")
+    _append_ledger(
+        root, {"at": _now(), "action": action, "release": release_id, "previous": previous}
+    )
+    if previous and manifest_path(root, previous).is_file():
+        old = read_manifest(root, previous)
+        if old.get("status") == "active":
+            update_release(root, previous, {}, "inactive", f"replaced by {release_id}")
+    update_release(root, release_id, {"activated_at": _now()}, "active", action)
+    return {"changed": True, "current": release_id, "previous": previous}
+
+
+def previous_release(root: Path) -> str | None:
+    """The release that served before `current`, from the ledger's order of activations.
+
+    Walks the ledger backwards, skipping the current release and any release that is no longer
+    selectable (failed, or pruned), so a rollback of a rollback rolls forward again.
+    """
+    current = current_release(root)
+    seen_current = False
+    for entry in reversed(read_ledger(root)):
+        release = entry["release"]
+        if release == current and not seen_current:
+            seen_current = True
+            continue
+        if release == current:
+            continue
+        path = manifest_path(root, release)
+        if path.is_file() and json.loads(path.read_text()).get("status") in SELECTABLE:
+            return release
+    return None
+
+
+def prune(root: Path, keep: int) -> dict[str, Any]:
+    """Remove old releases beyond `keep`, never `current` nor the one before it."""
+    protected = {r for r in (current_release(root), previous_release(root)) if r}
+    order = [entry["release"] for entry in read_ledger(root)]
+    candidates = []
+    for child in sorted(releases_dir(root).iterdir()) if releases_dir(root).is_dir() else []:
+        if child.name in protected or not child.is_dir():
+            continue
+        manifest = child / "manifest.json"
+        status = json.loads(manifest.read_text()).get("status") if manifest.is_file() else None
+        if status == "building":
+            continue  # possibly being built right now by this deploy
+        last_use = max((i for i, r in enumerate(order) if r == child.name), default=-1)
+        candidates.append((last_use, child))
+    kept_slots = max(keep - len(protected), 0)
+    candidates.sort(key=lambda item: item[0], reverse=True)
+    removed = [child.name for _, child in candidates[kept_slots:]]
+    for _, child in candidates[kept_slots:]:
+        shutil.rmtree(child)
+    return {"changed": bool(removed), "removed": removed, "kept": sorted(protected)}
+
+
+def status(root: Path) -> dict[str, Any]:
+    releases = []
+    if releases_dir(root).is_dir():
+        for child in sorted(releases_dir(root).iterdir()):
+            manifest = child / "manifest.json"
+            if manifest.is_file():
+                data = json.loads(manifest.read_text())
+                releases.append(
+                    {
+                        "release_id": child.name,
+                        "status": data.get("status"),
+                        "vllm_version": data.get("vllm_version"),
+                        "failure_reason": data.get("failure_reason"),
+                    }
+                )
+    return {
+        "changed": False,
+        "current": current_release(root),
+        "previous": previous_release(root),
+        "releases": releases,
+        "ledger": read_ledger(root)[-10:],
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specdeploy.release", description=__doc__.split("\n")[0])
+    parser.add_argument("--root", required=True, type=Path, help="the toolkit root on the node")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("init", help="create a release manifest (status building)")
+    p.add_argument("release_id")
+    p.add_argument("--inputs-json", required=True, help="what defines the release, as JSON")
+    p = sub.add_parser("update", help="merge fields into a manifest, optionally change status")
+    p.add_argument("release_id")
+    p.add_argument("--fields-json", default="{}")
+    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--reason")
+    p.add_argument("--from-status", choices=STATUSES, help="change status only from this one")
+    p = sub.add_parser("record-start", help="append a start record to the manifest")
+    p.add_argument("release_id")
+    p.add_argument("--start-json", required=True)
+    p = sub.add_parser("activate", help="switch `current` and append to the ledger")
+    p.add_argument("release_id")
+    p.add_argument("--action", default="deploy")
+    sub.add_parser("previous", help="print the release before `current` in the ledger")
+    p = sub.add_parser("prune", help="remove old releases")
+    p.add_argument("--keep", type=int, required=True)
+    sub.add_parser("status", help="current, previous, releases and the ledger's tail")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    root: Path = args.root
+    try:
+        if args.command == "init":
+            result = init_release(root, args.release_id, json.loads(args.inputs_json))
+        elif args.command == "update":
+            result = update_release(
+                root,
+                args.release_id,
+                json.loads(args.fields_json),
+                args.status,
+                args.reason,
+                args.from_status,
+            )
+        elif args.command == "record-start":
+            result = record_start(root, args.release_id, json.loads(args.start_json))
+        elif args.command == "activate":
+            result = activate(root, args.release_id, args.action)
+        elif args.command == "previous":
+            previous = previous_release(root)
+            if previous is None:
+                print(
+                    json.dumps(
+                        {
+                            "changed": False,
+                            "previous": None,
+                            "message": "no earlier release to go back to",
+                        }
+                    )
+                )
+                return 1
+            result = {"changed": False, "previous": previous}
+        elif args.command == "prune":
+            result = prune(root, args.keep)
+        else:
+            result = status(root)
+    except ReleaseError as error:
+        print(json.dumps({"changed": False, "error": str(error)}))
+        return 1
+    except (OSError, ValueError) as error:
+        print(json.dumps({"changed": False, "error": f"{type(error).__name__}: {error}"}))
+        return 2
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Valid ``--speculative-config`` keys of a vLLM version, read off its source by AST.
+
+vLLM parses ``--speculative-config`` JSON into ``SpeculativeConfig(**d)``, a pydantic dataclass
+with ``extra="forbid"``: any key that is not an init field is an error. The set of fields
+changes between versions, so the keys are extracted from ``vllm/config/speculative.py`` of
+the real wheel (``python -m specdeploy.speckeys 0.16.0`` or ``--file PATH``) and recorded in
+``patches/vllm/manifest.yml``; a test keeps the manifest equal to the extraction.
+
+Runs on the node too: stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+CLASS_NAME = "SpeculativeConfig"
+
+
+def _annotation_head(node: ast.expr) -> str:
+    """'ClassVar' for ClassVar[...], 'SkipValidation' for SkipValidation[...], etc."""
+    if isinstance(node, ast.Subscript):
+        return _annotation_head(node.value)
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            return _annotation_head(ast.parse(node.value, mode="eval").body)
+        except SyntaxError:
+            return ""
+    return ""
+
+
+def _init_false(value: ast.expr | None) -> bool:
+    """True for ``field(init=False)`` / ``Field(init=False)``."""
+    if not isinstance(value, ast.Call):
+        return False
+    for kw in value.keywords:
+        if kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+            return True
+    return False
+
+
+def extract_fields(source: str) -> dict[str, list[str]]:
+    """Return ``{"keys": [...], "internal": [...]}`` for class SpeculativeConfig.
+
+    ``keys``: every init field, in declaration order (what pydantic accepts).
+    ``internal``: the subset annotated ``SkipValidation[...]`` (objects vLLM fills in itself,
+    e.g. ``target_model_config``; not meaningful in a JSON config).
+    """
+    tree = ast.parse(source)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == CLASS_NAME), None)
+    if cls is None:
+        raise ValueError(f"class {CLASS_NAME} not found")
+    keys: list[str] = []
+    internal: list[str] = []
+    for stmt in cls.body:
+        if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
+            continue
+        name = stmt.target.id
+        head = _annotation_head(stmt.annotation)
+        if head == "ClassVar":
+            continue
+        if _init_false(stmt.value):
+            continue
+        keys.append(name)
+        if head == "SkipValidation":
+            internal.append(name)
+    if not keys:
+        raise ValueError(f"no fields found in {CLASS_NAME}")
+    return {"keys": keys, "internal": internal}
+
+
+def extract_from_file(path: Path) -> dict[str, list[str]]:
+    return extract_fields(path.read_text(encoding="utf-8"))
+
+
+def extract_from_wheel(version: str) -> dict[str, list[str]]:
+    """Extract from the cached wheel (downloads it once; controller side only)."""
+    from specdeploy import wheels
+
+    return extract_fields(wheels.read_member(version, "vllm/config/speculative.py").decode())
+
+
+def eagle3_drafter_architectures(registry_src: str, proposer_srcs: list[str]) -> list[str]:
+    """EAGLE-3 drafter architectures a version can load.
+
+    From ``_SPECULATIVE_DECODING_MODELS`` in ``model_executor/models/registry.py``: every
+    entry whose module ends in ``_eagle3``, restricted to the classes the proposer asserts
+    (``assert isinstance(self.model, (Eagle3LlamaForCausalLM, ...))`` in the eagle3 branch of
+    ``v1/spec_decode/eagle.py`` / ``llm_base_proposer.py``) when such an assert exists.
+    """
+    tree = ast.parse(registry_src)
+    entries: dict[str, str] = {}
+    for n in ast.walk(tree):
+        targets = (
+            n.targets
+            if isinstance(n, ast.Assign)
+            else [n.target]
+            if isinstance(n, ast.AnnAssign)
+            else []
+        )
+        if not any(
+            isinstance(t, ast.Name) and t.id == "_SPECULATIVE_DECODING_MODELS" for t in targets
+        ):
+            continue
+        value = n.value
+        if isinstance(value, ast.Dict):
+            for k, v in zip(value.keys, value.values, strict=True):
+                if (
+                    isinstance(k, ast.Constant)
+                    and isinstance(v, ast.Tuple)
+                    and len(v.elts) == 2
+                    and all(isinstance(e, ast.Constant) for e in v.elts)
+                    and str(v.elts[0].value).endswith("_eagle3")  # type: ignore[attr-defined]
+                ):
+                    entries[str(k.value)] = str(v.elts[1].value)  # type: ignore[attr-defined]
+    asserted: set[str] = set()
+    for src in proposer_srcs:
+        for n in ast.walk(ast.parse(src)):
+            if not (isinstance(n, ast.Assert) and isinstance(n.test, ast.Call)):
+                continue
+            call = n.test
+            if not (isinstance(call.func, ast.Name) and call.func.id == "isinstance"):
+                continue
+            if len(call.args) != 2 or "self.model" not in ast.unparse(call.args[0]):
+                continue
+            classes = call.args[1]
+            elts = classes.elts if isinstance(classes, ast.Tuple) else [classes]
+            names = {ast.unparse(e).split(".")[-1] for e in elts}
+            if any(x.startswith("Eagle3") for x in names):
+                asserted |= names
+    return sorted(a for a, cls in entries.items() if not asserted or cls in asserted)
+
+
+def drafter_facts_from_wheel(version: str) -> dict[str, object]:
+    """Facts the drafter check needs, read off the cached wheel (controller side)."""
+    import zipfile
+
+    from specdeploy import wheels
+
+    with zipfile.ZipFile(wheels.fetch_wheel(version)) as zf:
+        names = set(zf.namelist())
+
+        def read(member: str) -> str:
+            return zf.read(member).decode("utf-8") if member in names else ""
+
+        proposers = [
+            read(m)
+            for m in ("vllm/v1/spec_decode/eagle.py", "vllm/v1/spec_decode/llm_base_proposer.py")
+            if m in names
+        ]
+        archs = eagle3_drafter_architectures(
+            read("vllm/model_executor/models/registry.py"), proposers
+        )
+        llama = read("vllm/model_executor/models/llama_eagle3.py")
+    return {
+        "eagle3_architectures": archs,
+        # 0.15-0.20: fc input is target_hidden_size * 3, so exactly three aux layers
+        "aux_layer_count_fixed": 3 if "target_hidden_size * 3" in llama else None,
+        # later versions also read eagle_config["eagle_aux_hidden_state_layer_ids"]
+        "eagle_config_aux_ids_honoured": bool(
+            re.search(r"eagle_config\.get\(\s*\"eagle_aux_hidden_state_layer_ids\"", llama)
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specdeploy.speckeys", description=__doc__)
+    ap.add_argument("version", nargs="?", help="vLLM version (read from the cached wheel)")
+    ap.add_argument("--file", type=Path, help="path of a vllm/config/speculative.py")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.file and not args.version:
+        ap.error("give a version or --file")
+    try:
+        res = extract_from_file(args.file) if args.file else extract_from_wheel(args.version)
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        for k in res["keys"]:
+            print(k + ("  (internal)" if k in res["internal"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

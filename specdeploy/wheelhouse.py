@@ -1,0 +1,108 @@
+"""Fill the controller's wheelhouse: the vLLM wheels and the node-side needs, downloaded once.
+
+The sandbox nodes see this directory read-only at /srv/wheelhouse and install from it with
+`pip --no-index`, the same offline path a production node without internet uses.
+Exit codes: 0 ok, 2 download failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
+# A second supported version, for the tests that roll between releases of different vLLM.
+EXTRA_SANDBOX_VLLM = ("0.17.1",)
+# The sandbox nodes run Debian 12: CPython 3.11 on x86-64.
+NODE_PLATFORM = [
+    "--python-version",
+    "3.11",
+    "--implementation",
+    "cp",
+    "--only-binary=:all:",
+    "--platform",
+    "manylinux_2_35_x86_64",
+    "--platform",
+    "manylinux_2_31_x86_64",
+    "--platform",
+    "manylinux_2_28_x86_64",
+    "--platform",
+    "manylinux_2_17_x86_64",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--platform",
+    "any",
+]
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("SPECDEPLOY_CACHE", Path.home() / ".cache" / "specdeploy"))
+
+
+def sandbox_vllm_versions() -> list[str]:
+    """The vLLM versions the sandbox deploys: its group_vars plus what the tests switch to."""
+    data = yaml.safe_load(SANDBOX_VARS.read_text())
+    return sorted({str(data["specdeploy_vllm_version"]), *EXTRA_SANDBOX_VLLM})
+
+
+def have(wheelhouse: Path, name: str, version: str) -> bool:
+    prefix = f"{name.lower().replace('-', '_')}-{version}-"
+    return any(p.name.lower().startswith(prefix) for p in wheelhouse.glob("*.whl"))
+
+
+def download(wheelhouse: Path, requirement: str) -> None:
+    name, version = requirement.split("==")
+    if have(wheelhouse, name, version):
+        return
+    print(f"wheelhouse: downloading {requirement}", flush=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-d",
+            str(wheelhouse),
+            *NODE_PLATFORM,
+            requirement,
+        ],
+        check=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cache", type=Path, default=default_cache())
+    parser.add_argument("--vllm", nargs="*", help="vLLM versions (default: the sandbox's)")
+    args = parser.parse_args(argv)
+    wheelhouse = args.cache / "wheelhouse"
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    node_needs = [
+        line.split("#")[0].strip()
+        for line in (REPO / "requirements-node.txt").read_text().splitlines()
+        if line.split("#")[0].strip()
+    ]
+    try:
+        for requirement in [
+            *node_needs,
+            *(f"vllm=={v}" for v in args.vllm or sandbox_vllm_versions()),
+        ]:
+            download(wheelhouse, requirement)
+    except subprocess.CalledProcessError as error:
+        print(f"wheelhouse: download failed: {error}", file=sys.stderr)
+        return 2
+    print(f"wheelhouse: {wheelhouse} ready ({len(list(wheelhouse.glob('*.whl')))} wheels)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

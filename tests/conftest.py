@@ -1,0 +1,34 @@
+"""Shared pytest fixtures.
+
+`sandbox`: session-scoped factory of sandbox GPU nodes (specdeploy/sandbox.py). In a test:
+
+    def test_x(sandbox):
+        cluster = sandbox(2)                # node1, node2 running (others may run too)
+        cluster.inventory                   # inventory/sandbox/hosts.yml (all running nodes)
+        cluster.ssh("node1", "sudo -n true")  # CompletedProcess, as ops over real SSH
+        cluster.set_scenario("node1", "seven_gpus")   # nvidia-smi replay, live
+
+Nodes are shared by the whole session and stopped at its end (also on Ctrl-C / SIGTERM);
+SPECDEPLOY_SANDBOX_KEEP=1 leaves them running. Needs root; skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+@pytest.fixture(scope="session")
+def sandbox(request: pytest.FixtureRequest):
+    if os.geteuid() != 0:
+        pytest.skip("sandbox nodes need root (systemd-nspawn, overlayfs, cgroups)")
+    from specdeploy.sandbox import Session
+
+    session = Session()
+    request.addfinalizer(session.close)
+    return session

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Render the GPU tier's units on the controller with the toolkit's own playbook (Ansible is
+# not on the GPU machine), into .gpu-stage/units/<variant>/{vllm.service,vllm.env,expect.json}.
+#
+#   tests/gpu/render_units.sh [--tensor-parallel-size N] [--pipeline-parallel-size N]
+#
+# Only the paths (model, drafter, caches), the served name, the port, TP/PP, the speculative
+# switch and the attention backend are overridden; everything else is the role defaults.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+TP=1; PP=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --tensor-parallel-size) TP=$2; shift 2 ;;
+    --pipeline-parallel-size) PP=$2; shift 2 ;;
+    *) echo "usage: $0 [--tensor-parallel-size N] [--pipeline-parallel-size N]" >&2; exit 2 ;;
+  esac
+done
+W=/tmp/gpu-tier                       # where the GPU machine keeps models and caches
+OUTU=$REPO/.gpu-stage/units
+PLAYBOOK=$REPO/playbooks/render-unit.yml
+[ -f "$PLAYBOOK" ] || { PLAYBOOK=$REPO/tests/gpu/render-fallback.yml; echo "NOTE: $REPO/playbooks/render-unit.yml missing, using $PLAYBOOK" >&2; }
+EXTRA=""; [ "$PLAYBOOK" = "$REPO/tests/gpu/render-fallback.yml" ] && EXTRA="-e specdeploy_toolkit_dir=$REPO"
+AP=${ANSIBLE_PLAYBOOK:-$REPO/.venv/bin/ansible-playbook}
+rm -rf "$OUTU"; mkdir -p "$OUTU"
+
+# variant  speculative  attention_backend  expect.json
+render() {
+  local name=$1 spec=$2 backend=$3 expect=$4
+  local d=$OUTU/$name; mkdir -p "$d"
+  cat > "$d/overrides.yml" <<YML
+---
+specdeploy_model_path: $W/models/target
+specdeploy_drafter_path: $W/models/drafter
+specdeploy_served_model_name: tiny-dsv3
+specdeploy_port: 8011
+specdeploy_host: 127.0.0.1
+specdeploy_cache_dir: $W/cache/$name
+specdeploy_tensor_parallel_size: $TP
+specdeploy_pipeline_parallel_size: $PP
+specdeploy_speculative_enabled: $spec
+specdeploy_attention_backend: "$backend"
+YML
+  (cd "$REPO" && "$AP" "$PLAYBOOK" -e "render_dir=$d" -e "@$d/overrides.yml" $EXTRA > "$d/render.log" 2>&1) \
+    || { echo "render of $name failed:"; tail -20 "$d/render.log"; return 1; }
+  echo "$expect" > "$d/expect.json"
+  echo "== $name: $(grep '^ExecStart=' "$d/vllm.service")"
+}
+render spec-fa true "" '{"spec": true, "target_backend": "FLASH_ATTN_MLA", "drafter_backend": "FLASH_ATTN", "aux_layers": [1, 2, 3], "served_model_name": "tiny-dsv3"}'
+render nospec-fa false "" '{"spec": false, "target_backend": "FLASH_ATTN_MLA", "served_model_name": "tiny-dsv3"}'
+render nospec-triton false TRITON_MLA '{"spec": false, "target_backend": "TRITON_MLA", "served_model_name": "tiny-dsv3"}'
+render spec-triton-forced true TRITON_MLA '{"spec": true, "expect_refusal": "non-MLA not supported", "served_model_name": "tiny-dsv3"}' \
+  || echo "spec-triton-forced not rendered (the toolkit may refuse it at render time: fine)"

@@ -1,0 +1,240 @@
+"""Sandbox GPU nodes: real systemd boots reachable over real SSH, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specdeploy import sandbox as sb
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def leftovers() -> list[str]:
+    """Everything the sandbox could leave on the host: processes, mounts, cgroups, state."""
+    found = [f"nspawn pid {pid}" for pid in sb.nspawn_processes()]
+    with open("/proc/self/mountinfo") as info:
+        for line in info:
+            point = line.split()[4]
+            if point.startswith(str(sb.state_dir())) or "specdeploy-node" in line:
+                found.append(f"mount {point}")
+    for root in sb.cgroup_roots():
+        if (root / sb.cgroup_name()).exists():
+            found.append(f"cgroup {root / sb.cgroup_name()}")
+    if sb.state_dir().exists():
+        found.append(f"state {sb.state_dir()}")
+    for index in (1, 2, 3):
+        if sb.banner(sb.node_address(index), 0.3):
+            found.append(f"listener {sb.node_address(index)}:22")
+    return found
+
+
+def test_ops_logs_in_with_key_and_has_passwordless_sudo(sandbox):
+    cluster = sandbox(2)
+    for node in cluster.nodes[:2]:
+        result = cluster.ssh(node, "id -un; hostname; sudo -n id -u")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["ops", node.hostname, "0"]
+
+
+def test_systemd_is_pid_1_and_the_system_is_up(sandbox):
+    cluster = sandbox(2)
+    for node in cluster.nodes[:2]:
+        assert cluster.ssh(node, "ps -p 1 -o comm=").stdout.strip() == "systemd"
+        state = cluster.ssh(node, "timeout 60 systemctl is-system-running --wait").stdout
+        assert state.strip() in ("running", "degraded"), state
+        failed = cluster.ssh(node, "systemctl --failed --no-legend --plain").stdout
+        assert failed.strip() == "", failed
+
+
+def test_sshd_listens_only_on_the_node_address(sandbox):
+    cluster = sandbox(2)
+    for node in cluster.nodes[:2]:
+        sockets = cluster.ssh(node, "sudo -n ss -Htlnp", check=True).stdout.splitlines()
+        sshd = {line.split()[3] for line in sockets if '"sshd"' in line}
+        assert sshd == {f"{node.address}:22"}, sockets
+    config = cluster.ssh(1, "sudo -n sshd -T", check=True).stdout.splitlines()
+    assert "passwordauthentication no" in config
+    assert "kbdinteractiveauthentication no" in config
+    assert "permitrootlogin no" in config
+
+
+def test_password_login_is_refused(sandbox):
+    cluster = sandbox(1)
+    node = cluster.nodes[0]
+    result = subprocess.run(
+        [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-o",
+            f"UserKnownHostsFile={cluster.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "PubkeyAuthentication=no",
+            "-o",
+            "PreferredAuthentications=password,keyboard-interactive",
+            f"ops@{node.address}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 255
+    assert "Permission denied" in result.stderr
+
+
+def test_host_key_checking_rejects_a_wrong_known_hosts(sandbox, tmp_path):
+    cluster = sandbox(2)
+    one, two = cluster.nodes[:2]
+    lines = cluster.known_hosts.read_text().splitlines()
+    key_of = {line.split()[0]: line.split(None, 1)[1] for line in lines}
+    assert set(key_of) >= {one.address, two.address}
+    assert key_of[one.address] != key_of[two.address]  # host keys are per node
+    swapped = tmp_path / "known_hosts"
+    swapped.write_text(f"{one.address} {key_of[two.address]}\n")
+    result = cluster.ssh(one, "true", known=swapped)
+    assert result.returncode == 255
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in result.stderr
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    result = cluster.ssh(one, "true", known=empty)
+    assert result.returncode == 255
+    assert "Host key verification failed" in result.stderr
+    assert cluster.ssh(one, "true").returncode == 0
+
+
+def test_inventory_reaches_every_node_with_ansible(sandbox):
+    cluster = sandbox(2)
+    text = cluster.inventory.read_text()
+    assert "StrictHostKeyChecking=yes" in text and str(cluster.known_hosts) in text
+    ansible = REPO / ".venv" / "bin" / "ansible"
+    if not ansible.exists():
+        pytest.skip("controller venv without ansible")
+    result = subprocess.run(
+        [
+            str(ansible),
+            "gpu_nodes",
+            "-i",
+            str(cluster.inventory),
+            "-b",
+            "-m",
+            "command",
+            "-a",
+            "id -u",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+        env={**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "True"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for node in cluster.nodes[:2]:
+        assert f"{node.hostname} | CHANGED | rc=0" in result.stdout
+
+
+def test_wheelhouse_is_mounted_read_only(sandbox):
+    cluster = sandbox(1)
+    result = cluster.ssh(1, "findmnt -no OPTIONS /srv/wheelhouse; sudo -n touch /srv/wheelhouse/x")
+    assert result.stdout.split(",")[0] == "ro"
+    assert result.returncode != 0 and "Read-only file system" in result.stderr
+
+
+def test_nvidia_smi_replay_answers_like_the_real_tool(sandbox):
+    cluster = sandbox(1)
+    listing = cluster.ssh(1, "nvidia-smi -L", check=True).stdout.splitlines()
+    assert len(listing) == 8
+    assert listing[0].startswith("GPU 0: NVIDIA RTX PRO 6000 Blackwell Server Edition (UUID: GPU-")
+    query = "--query-gpu=index,name,compute_cap,memory.total,driver_version"
+    rows = cluster.ssh(1, f"nvidia-smi {query} --format=csv,noheader,nounits", check=True)
+    fields = [row.split(", ") for row in rows.stdout.splitlines()]
+    assert [f[0] for f in fields] == [str(i) for i in range(8)]
+    assert {tuple(f[2:]) for f in fields} == {("12.0", "97887", "580.95.05")}
+    apps = "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits"
+    assert cluster.ssh(1, f"nvidia-smi {apps}", check=True).stdout == ""
+    table = cluster.ssh(1, "nvidia-smi", check=True).stdout
+    assert "Driver Version: 580.95.05" in table and "No running processes found" in table
+    try:
+        cluster.set_scenario(1, "seven_gpus")
+        assert len(cluster.ssh(1, "nvidia-smi -L", check=True).stdout.splitlines()) == 7
+        cluster.set_scenario(1, "foreign_process")
+        busy = cluster.ssh(1, f"nvidia-smi {apps}", check=True).stdout.strip()
+        assert busy == "48213, /home/research/venv/bin/python3, 81920"
+        cluster.set_scenario(1, "old_driver")
+        driver = cluster.ssh(1, "nvidia-smi --query-gpu=driver_version --format=csv,noheader")
+        assert set(driver.stdout.split()) == {"550.127.05"}
+        cluster.set_scenario(1, "driver_failure")
+        failed = cluster.ssh(1, "nvidia-smi -L")
+        assert failed.returncode == 9 and "couldn't communicate with the NVIDIA driver" in (
+            failed.stdout
+        )
+    finally:
+        cluster.set_scenario(1, "healthy")
+
+
+def test_up_keeps_running_nodes_and_replaces_a_crashed_one(sandbox):
+    cluster = sandbox(2)
+    one, two = cluster.nodes[:2]
+    os.kill(two.pid, signal.SIGKILL)  # nspawn dies hard; its container is orphaned
+    deadline = time.monotonic() + 10
+    while sb.Node.load(two.dir / "node.json").alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    states = {row["name"]: row["state"] for row in sb.status()}
+    assert states["node1"] == "running" and states["node2"] == "stale"
+    again = sandbox(2)
+    new_one, new_two = again.nodes[:2]
+    assert new_one.pid == one.pid  # kept
+    assert new_two.pid != two.pid  # replaced
+    assert again.ssh(new_two, "hostname", check=True).stdout.strip() == "sandbox-node2"
+
+
+def test_down_leaves_nothing_behind(sandbox):
+    cluster = sandbox(3)
+    assert len(cluster.nodes) == 3 and all(n.alive() for n in cluster.nodes)
+    assert leftovers()  # the check sees running nodes
+    result = subprocess.run(
+        [sys.executable, "-m", "specdeploy.sandbox", "down"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert leftovers() == []
+    assert not sb.inventory_path().exists()
+
+
+def test_an_interrupted_test_session_leaves_nothing_behind(sandbox):
+    sandbox.close()  # this test needs the machine to itself
+    inner = REPO / "tests" / "sandbox" / "interrupted_session.py"
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-q", str(inner)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "NODES-UP" in line:
+                break
+        assert any("NODES-UP" in line for line in lines), "".join(lines)
+        assert len([r for r in sb.status() if r["state"] == "running"]) == 2
+        proc.send_signal(sig)
+        output = proc.communicate(timeout=120)[0]
+        assert leftovers() == [], f"after {sig.name}:\n{''.join(lines)}{output}"

@@ -1,0 +1,101 @@
+"""Smoke-check client pieces and the spec-check CLI surface (table, JSON, exit codes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "standin"))
+
+from harness import Standin  # noqa: E402
+
+from specdeploy import check, smoke  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_api_key_sources(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECDEPLOY_API_KEY", raising=False)
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    assert smoke.read_api_key(None) is None
+    monkeypatch.setenv("VLLM_API_KEY", "from-vllm-env")
+    assert smoke.read_api_key(None) == "from-vllm-env"
+    monkeypatch.setenv("SPECDEPLOY_API_KEY", "from-our-env")
+    assert smoke.read_api_key(None) == "from-our-env"
+    f = tmp_path / "k"
+    f.write_text("  file-key  \nsecond line\n")
+    assert smoke.read_api_key(str(f)) == "file-key"
+
+
+def test_no_api_key_argument_exists():
+    opts = {a for act in check.build_parser()._actions for a in act.option_strings}
+    assert "--api-key-file" in opts and "--api-key" not in opts
+
+
+def test_bad_base_url():
+    with pytest.raises(ValueError):
+        smoke.Client("127.0.0.1:8000")
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    g = tmp_path / "g.json"
+    g.write_text('{"min_mean_acceptance_lenght": 2}')
+    rc = check.main(
+        [
+            "acceptance",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--served-model-name",
+            "m",
+            "--gates",
+            str(g),
+        ]
+    )
+    assert rc == 2 and "unknown gate keys" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        check.main(["smoke", "--base-url", "http://127.0.0.1:9"])
+    assert e.value.code == 2
+
+
+def test_wrapper_table_and_json(tmp_path):
+    with Standin() as s:
+        base = [
+            sys.executable,
+            str(ROOT / "scripts" / "spec-check"),
+            "all",
+            "--base-url",
+            s.base_url,
+            "--served-model-name",
+            "tiny-dsv3",
+            "--max-requests",
+            "4",
+            "--max-tokens",
+            "32",
+        ]
+        p = subprocess.run(base, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        lines = p.stdout.splitlines()
+        assert lines[0].startswith("specdeploy check all")
+        assert any(ln.split()[:2] == ["PASS", "smoke.determinism"] for ln in lines)
+        assert lines[-1] == "RESULT: PASS (exit 0)"
+        p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=60)
+        d = json.loads(p.stdout)
+        assert d["schema"] == "specdeploy.validation/1" and d["exit_code"] == 0
+        assert set(d) >= {
+            "run_id",
+            "node",
+            "release",
+            "smoke",
+            "acceptance",
+            "gates",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "reasons",
+        }
