@@ -2,6 +2,8 @@
 
     python -m specdeploy.drafter --target DIR|config.json --drafter DIR|config.json \\
         --vllm-version X [--manifest PATH] [--json]
+    (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline;
+    then no weights are inspected and a missing d2t is only a warning)
 
 Checks (what vLLM X will do with this pair, per the facts in patches/vllm/manifest.yml,
 which are read off each wheel):
@@ -101,6 +103,16 @@ def load_config(path: Path) -> tuple[dict[str, Any], Path]:
     if not isinstance(data, dict):
         raise UsageError(f"{p}: not a JSON object")
     return data, p.parent
+
+
+def parse_inline(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{what}: not a JSON object")
+    return data
 
 
 def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -408,16 +420,27 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--target", required=True, type=Path, help="target model dir or config.json")
-    ap.add_argument("--drafter", required=True, type=Path, help="drafter model dir or config.json")
+    tgt = ap.add_mutually_exclusive_group(required=True)
+    tgt.add_argument("--target", type=Path, help="target model dir or config.json")
+    tgt.add_argument("--target-config-json", help="the target's config.json content, inline")
+    drf = ap.add_mutually_exclusive_group(required=True)
+    drf.add_argument("--drafter", type=Path, help="drafter model dir or config.json")
+    drf.add_argument("--drafter-config-json", help="the drafter's config.json content, inline")
     ap.add_argument("--vllm-version", required=True, help="the vLLM version that will serve")
     ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
         manifest = Manifest.load(args.manifest)
-        tcfg, _ = load_config(args.target)
-        dcfg, ddir = load_config(args.drafter)
+        if args.target is not None:
+            tcfg, _ = load_config(args.target)
+        else:
+            tcfg = parse_inline(args.target_config_json, "--target-config-json")
+        ddir: Path | None = None
+        if args.drafter is not None:
+            dcfg, ddir = load_config(args.drafter)
+        else:
+            dcfg = parse_inline(args.drafter_config_json, "--drafter-config-json")
         res = check(tcfg, dcfg, args.vllm_version, manifest, ddir)
     except UsageError as exc:
         if args.json:

@@ -24,6 +24,8 @@ verification runs and a failure restores the pristine files.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +33,7 @@ import re
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -471,7 +474,22 @@ class Patcher:
         self.compute_patched()
         return "would-apply", []
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One apply/revert at a time per site-packages (flock on the backup dir)."""
+        self.vbackup().mkdir(parents=True, exist_ok=True)
+        with open(self.vbackup() / ".lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
+
     def apply(self) -> str:
+        result, _ = self.check()  # before the lock: a drifted/applied run creates nothing
+        if result != "would-apply":
+            return result
+        with self._locked():
+            return self._apply()
+
+    def _apply(self) -> str:
         """Returns 'applied', 'unchanged' or 'native'. All-or-nothing."""
         from specdeploy import patch_verify
 
@@ -525,6 +543,16 @@ class Patcher:
             _drop_pycache(p)
 
     def revert(self, *, force: bool = False) -> str:
+        """Restore byte-identical pristine files. Returns 'reverted', 'unchanged', 'native'."""
+        self.require_supported()
+        if self.kind == "native":
+            return "native"
+        if all(f.state == "pristine" for f in self.file_states()):
+            return "unchanged"
+        with self._locked():
+            return self._revert(force=force)
+
+    def _revert(self, *, force: bool = False) -> str:
         """Restore byte-identical pristine files. Returns 'reverted', 'unchanged', 'native'."""
         self.require_supported()
         if self.kind == "native":

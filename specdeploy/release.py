@@ -190,6 +190,16 @@ def activate(root: Path, release_id: str, action: str) -> dict[str, Any]:
     return {"changed": True, "current": release_id, "previous": previous}
 
 
+def deactivate(root: Path, action: str) -> dict[str, Any]:
+    """Remove `current` (nothing serves) and record it; used when a first deploy fails."""
+    previous = current_release(root)
+    if previous is None:
+        return {"changed": False, "current": None, "previous": None}
+    (root / "current").unlink()
+    _append_ledger(root, {"at": _now(), "action": action, "release": None, "previous": previous})
+    return {"changed": True, "current": None, "previous": previous}
+
+
 def previous_release(root: Path) -> str | None:
     """The release that served before `current`, from the ledger's order of activations.
 
@@ -200,6 +210,8 @@ def previous_release(root: Path) -> str | None:
     seen_current = False
     for entry in reversed(read_ledger(root)):
         release = entry["release"]
+        if release is None:
+            continue
         if release == current and not seen_current:
             seen_current = True
             continue
@@ -214,7 +226,7 @@ def previous_release(root: Path) -> str | None:
 def prune(root: Path, keep: int) -> dict[str, Any]:
     """Remove old releases beyond `keep`, never `current` nor the one before it."""
     protected = {r for r in (current_release(root), previous_release(root)) if r}
-    order = [entry["release"] for entry in read_ledger(root)]
+    order = [entry["release"] for entry in read_ledger(root) if entry["release"]]
     candidates = []
     for child in sorted(releases_dir(root).iterdir()) if releases_dir(root).is_dir() else []:
         if child.name in protected or not child.is_dir():
@@ -276,6 +288,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("activate", help="switch `current` and append to the ledger")
     p.add_argument("release_id")
     p.add_argument("--action", default="deploy")
+    p = sub.add_parser("deactivate", help="remove `current` (nothing serves) and record it")
+    p.add_argument("--action", default="stop")
     sub.add_parser("previous", help="print the release before `current` in the ledger")
     p = sub.add_parser("prune", help="remove old releases")
     p.add_argument("--keep", type=int, required=True)
@@ -302,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             result = record_start(root, args.release_id, json.loads(args.start_json))
         elif args.command == "activate":
             result = activate(root, args.release_id, args.action)
+        elif args.command == "deactivate":
+            result = deactivate(root, args.action)
         elif args.command == "previous":
             previous = previous_release(root)
             if previous is None:

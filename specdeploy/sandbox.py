@@ -13,12 +13,17 @@ no GPU: an nvidia-smi replay (tests/fixtures/nvidia-smi/) answers for 8 x RTX PR
     python -m specdeploy.sandbox ssh node1 -- sudo -n true
     python -m specdeploy.sandbox scenario node1 seven_gpus
     python -m specdeploy.sandbox down              # stops everything, also stale leftovers
+    python -m specdeploy.sandbox down --all        # every instance (test sessions too)
 
 Nothing leaks: the overlay is mounted inside a private mount namespace that dies with the node,
 every node runs in its own cgroup (killed as a whole by `down`), and `down` also cleans what a
-crashed or interrupted run left behind. Environment: SPECDEPLOY_CACHE (default
-~/.cache/specdeploy), SPECDEPLOY_SANDBOX_STATE (default /run/specdeploy-sandbox),
-SPECDEPLOY_DEBIAN_MIRROR (default http://deb.debian.org/debian).
+crashed or interrupted run left behind. Several sandboxes can run side by side: instance k
+(SPECDEPLOY_SANDBOX_INSTANCE=k, default 0) uses 127.0.k.1N, /run/specdeploy-sandbox-k and
+inventory/sandbox-k/; pytest sessions pick a free instance by themselves (see Session).
+Environment: SPECDEPLOY_CACHE (default ~/.cache/specdeploy), SPECDEPLOY_SANDBOX_INSTANCE,
+SPECDEPLOY_SANDBOX_STATE (default /run/specdeploy-sandbox[-k]), SPECDEPLOY_SANDBOX_PORT
+(default 22), SPECDEPLOY_SANDBOX_KEEP=1 (pytest leaves nodes up), SPECDEPLOY_DEBIAN_MIRROR
+(default http://deb.debian.org/debian).
 Exit codes: 0 ok, 1 a node failed to come up / check failed, 2 usage or environment error.
 """
 
@@ -53,6 +58,8 @@ PACKAGES = (
     "sudo",
     "python3",
     "python3-venv",
+    "python3-apt",  # Ansible's apt and pip modules need these two, as on a real node
+    "python3-packaging",
     "iproute2",
     "procps",
     "curl",
@@ -69,6 +76,7 @@ HOST_PACKAGES = {  # command -> Debian package providing it
 ADMIN_USER = "ops"
 MAX_NODES = 50
 MAX_INSTANCES = 32
+GROUP_VARS = REPO / "inventory" / "sandbox-group_vars"  # linked as <inventory>/group_vars
 NVIDIA_SMI_FIXTURES = REPO / "tests" / "fixtures" / "nvidia-smi"
 DEFAULT_SCENARIO = "healthy"
 MASKED_UNITS = (  # nothing of these is wanted in a throw-away node; they only cost boot time
@@ -204,13 +212,15 @@ class Node:
 # ---------------------------------------------------------------- host helpers
 
 
-def process_starttime(pid: int) -> str:
+def process_starttime(pid: int, zombies: bool = False) -> str:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
     fields = stat.rsplit(")", 1)[1].split()
-    return "" if fields[0] in ("Z", "X") else fields[19]  # a zombie is not alive
+    if fields[0] in ("Z", "X") and not zombies:
+        return ""  # a zombie is not alive
+    return fields[19]
 
 
 def ensure_host_packages() -> None:
@@ -229,12 +239,24 @@ def ensure_host_packages() -> None:
         subprocess.run(install, env=env, check=True)
 
 
+def lock_dir() -> Path:
+    return Path("/run/lock") if Path("/run/lock").is_dir() else Path(tempfile.gettempdir())
+
+
+@contextlib.contextmanager
+def flocked(path: Path) -> Iterator[None]:
+    """An exclusive lock on a file that is never removed (removing lock files races)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 @contextlib.contextmanager
 def locked() -> Iterator[None]:
-    """Serialise up/down of this machine's sandbox (one state directory, one lock)."""
-    state_dir().mkdir(parents=True, exist_ok=True)
-    with open(state_dir() / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    """Serialise up/down of one sandbox instance."""
+    with flocked(lock_dir() / f"specdeploy-sandbox{suffix() or '-0'}.lock"):
+        state_dir().mkdir(parents=True, exist_ok=True)
         yield
 
 
@@ -260,9 +282,17 @@ def ensure_rootfs() -> Path:
     key = rootfs_key()
     base = cache_dir() / "rootfs"
     target = base / f"{SUITE}-{key}"
-    link = rootfs_path()
     if not (target / ".specdeploy-rootfs").is_file():
-        build_rootfs(target, key)
+        with flocked(base / ".build.lock"):  # one builder per cache; the others wait and reuse
+            if not (target / ".specdeploy-rootfs").is_file():
+                build_rootfs(target, key)
+    with flocked(base / ".build.lock"):
+        switch_rootfs_link(base, target)
+    return target
+
+
+def switch_rootfs_link(base: Path, target: Path) -> None:
+    link = rootfs_path()
     if not link.is_symlink() or os.readlink(link) != target.name:
         tmp_link = base / f".{SUITE}.link-{os.getpid()}"
         with contextlib.suppress(FileNotFoundError):
@@ -271,7 +301,6 @@ def ensure_rootfs() -> Path:
         if link.exists() and not link.is_symlink():
             shutil.rmtree(link)
         os.replace(tmp_link, link)  # atomic switch to the new tree
-    return target
 
 
 def prune_rootfs(current: Path) -> None:
@@ -280,6 +309,9 @@ def prune_rootfs(current: Path) -> None:
         if old != current and old.is_dir() and not old.is_symlink():
             log(f"removing the outdated root file system {old.name}")
             shutil.rmtree(old, ignore_errors=True)
+    for stale_log in current.parent.glob("debootstrap-*.log"):
+        if stale_log.name != f"debootstrap-{current.name.rsplit('-', 1)[1]}.log":
+            stale_log.unlink(missing_ok=True)
 
 
 def build_rootfs(target: Path, key: str) -> None:
@@ -727,7 +759,7 @@ def wait_ready(nodes: list[Node], timeout: float) -> dict[str, float]:
                 probe.communicate()
             names = ", ".join(sorted(pending))
             raise SandboxError(
-                f"{names}: sshd did not answer within {timeout:.0f} s\n"
+                f"{names}: sshd did not answer within {timeout:g} s\n"
                 + "\n".join(diagnostics(n) for n in pending.values())
             )
         time.sleep(0.05)
@@ -775,8 +807,24 @@ def stop_nodes(nodes: list[Node], grace: float = 10.0) -> list[str]:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=5)
     reap_children()
+    # An nspawn whose starter has exited is reaped by PID 1 (here: every ~2 s); wait for it so
+    # that nothing, not even a zombie, is left when `down` returns.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(reaped_by_init(n) for n in nodes):
+        time.sleep(0.1)
     clean_nspawn_leftovers(nodes)
     return problems
+
+
+def reaped_by_init(node: Node) -> bool:
+    """The node's nspawn is a zombie waiting for PID 1 (not for a live starter process)."""
+    if not node.pid or process_starttime(node.pid, zombies=True) != node.starttime:
+        return False
+    try:
+        ppid = Path(f"/proc/{node.pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return False
+    return ppid == "1"
 
 
 def reap_children() -> None:
@@ -814,22 +862,19 @@ def mounts_under(path: Path) -> list[str]:
 
 def nspawn_processes(all_instances: bool = False) -> list[int]:
     """systemd-nspawn processes of this sandbox instance (or of every instance)."""
-    names = {machine_name(i).encode() for i in range(1, MAX_NODES + 1)}
+    names = {machine_name(i) for i in range(1, MAX_NODES + 1)}
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if (
-            cmdline
-            and cmdline[0].endswith(b"systemd-nspawn")
-            and any(
-                arg in names or (all_instances and arg.startswith(b"sandbox")) for arg in cmdline
-            )
-        ):
+        if not cmdline[0].endswith("systemd-nspawn") or "--machine" not in cmdline[:-1]:
+            continue
+        machine = cmdline[cmdline.index("--machine") + 1]
+        if machine in names or (all_instances and machine.startswith("sandbox")):
             pids.append(int(proc.name))
     return pids
 
@@ -840,10 +885,11 @@ def nspawn_processes(all_instances: bool = False) -> list[int]:
 def write_inventory(nodes: list[Node], path: Path | None = None) -> Path:
     path = path or inventory_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    shared = REPO / "inventory" / "sandbox" / "group_vars"
     link = path.parent / "group_vars"
-    if path.parent != shared.parent and shared.is_dir() and not link.exists():
-        link.symlink_to(os.path.relpath(shared, path.parent))  # the lead's sandbox group vars
+    if GROUP_VARS.is_dir() and not link.exists():  # the sandbox group vars kept in git
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()  # a dangling link
+        link.symlink_to(os.path.relpath(GROUP_VARS, path.parent))
     lines = [
         "# Generated by `python -m specdeploy.sandbox up`; do not edit (rewritten on every up).",
         "---",
@@ -863,6 +909,7 @@ def write_inventory(nodes: list[Node], path: Path | None = None) -> Path:
             f'          ansible_ssh_common_args: "{ssh_args}"',
             "          ansible_python_interpreter: /usr/bin/python3",
             "          sandbox_node: true",
+            f"          sandbox_address: {node.address}  # nodes share the host network: bind here",
             f"          sandbox_node_name: {node.name}",
         ]
     tmp = path.with_suffix(".tmp")
@@ -912,8 +959,9 @@ def up(count: int, exact: bool = True, timeout: float = 90.0) -> list[Node]:
                 f"cannot bind 127.0.0.1N:{ssh_port()}; stop it, or bind it to one address, or "
                 "set SPECDEPLOY_SANDBOX_PORT to a free port"
             )
-        if not alive:
-            prune_rootfs(lower)
+        if not nspawn_processes(all_instances=True):  # no node of any instance uses a tree
+            with flocked(lower.parent / ".build.lock"):
+                prune_rootfs(lower)
         lines: dict[str, str] = {}
         started = time.monotonic()
         try:
@@ -956,15 +1004,18 @@ def down() -> list[str]:
         shutil.rmtree(ssh_dir(), ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             inventory_path().unlink()
-        if instance():
-            with contextlib.suppress(OSError):
-                (inventory_path().parent / "group_vars").unlink()
-            with contextlib.suppress(OSError):
-                inventory_path().parent.rmdir()
-    if not problems:
+        link = inventory_path().parent / "group_vars"
+        if link.is_symlink():
+            link.unlink()
         with contextlib.suppress(OSError):
-            (state_dir() / ".lock").unlink()
-            state_dir().rmdir()
+            inventory_path().parent.rmdir()  # only if nothing else is in there
+        with contextlib.suppress(FileNotFoundError):
+            (state_dir() / "session.json").unlink()
+        if not problems:
+            with contextlib.suppress(OSError):
+                (state_dir() / ".lock").unlink()  # left by older versions
+            with contextlib.suppress(OSError):
+                state_dir().rmdir()
     return problems
 
 
@@ -1059,9 +1110,42 @@ class Cluster:
         set_scenario(self.node(which), scenario)
 
 
+def claim_session() -> None:
+    """Record that this process's test session owns the instance (removed with the state)."""
+    state_dir().mkdir(parents=True, exist_ok=True)
+    owner = {"pid": os.getpid(), "starttime": process_starttime(os.getpid())}
+    (state_dir() / "session.json").write_text(json.dumps(owner) + "\n")
+
+
+def crashed_session() -> bool:
+    """The instance was owned by a test session whose process is gone (killed hard)."""
+    try:
+        owner = json.loads((state_dir() / "session.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return process_starttime(int(owner["pid"])) != owner["starttime"]
+
+
+def clean_crashed_session() -> None:
+    if running_nodes() and crashed_session():
+        log(f"instance {instance()}: stopping the nodes of a test session that was killed")
+        for problem in down():
+            log(problem)
+
+
+def session_held_elsewhere() -> bool:
+    """Another process's test session holds this instance right now."""
+    with open(session_lock_path(instance()), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 def session_lock_path(index: int) -> Path:
-    base = Path("/run/lock") if Path("/run/lock").is_dir() else Path(tempfile.gettempdir())
-    return base / f"specdeploy-sandbox-{index}.session"
+    return lock_dir() / f"specdeploy-sandbox-{index}.session"
 
 
 @contextlib.contextmanager
@@ -1097,6 +1181,8 @@ class Session:
             fcntl.flock(handle, fcntl.LOCK_EX)
             self._lock = handle
             os.environ["SPECDEPLOY_SANDBOX_INSTANCE"] = str(self.instance)
+            clean_crashed_session()
+            claim_session()
             return
         explicit = os.environ.get("SPECDEPLOY_SANDBOX_INSTANCE")
         for index in [int(explicit)] if explicit else range(MAX_INSTANCES):
@@ -1107,7 +1193,10 @@ class Session:
                 handle.close()
                 continue
             with as_instance(index):
+                clean_crashed_session()
                 busy = not explicit and bool(running_nodes())
+                if not busy:
+                    claim_session()
             if busy:  # someone's `make sandbox-up`: not ours to reuse or stop
                 handle.close()
                 continue
@@ -1171,6 +1260,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
+            if session_held_elsewhere():
+                raise SandboxError(
+                    f"a test session is using sandbox instance {instance()} right now; wait for "
+                    "it, or pick another one with SPECDEPLOY_SANDBOX_INSTANCE=k (127.0.k.1N)"
+                )
             up(args.nodes, exact=not args.keep_extra, timeout=args.timeout)
             print(inventory_path())
         elif args.command == "down":

@@ -86,6 +86,12 @@ SMI_QUERY = (
     "ecc.errors.uncorrected.volatile.total,retired_pages.pending"
 )
 T0 = time.monotonic()
+DEADLINE = [1e9]  # seconds after T0 by which the driver must have finished (set in main)
+
+
+def left(reserve: float = 0.0) -> float:
+    """Seconds left before the deadline, minus ``reserve``, never below 5."""
+    return max(5.0, DEADLINE[0] - (time.monotonic() - T0) - reserve)
 
 
 def log(msg: str) -> None:
@@ -375,7 +381,7 @@ def run_one(tag: str, unit_name: str, clear: bool, a: argparse.Namespace, state:
 
     th = threading.Thread(target=poll, daemon=True)
     th.start()
-    th.join(a.start_timeout_s + 5)
+    th.join(min(a.start_timeout_s + 5, left(45)))
     r["ready"] = bool(ready_at)
     r["server_start_s"] = round(ready_at[0], 2) if ready_at else None
     log(f"[{tag}] ready={r['ready']} start={r['server_start_s']}s rc={p.poll()}")
@@ -385,7 +391,7 @@ def run_one(tag: str, unit_name: str, clear: bool, a: argparse.Namespace, state:
             r["smoke"] = check_cli(
                 ["smoke", "--base-url", base, "--served-model-name", name, "--wait-ready", "60"],
                 rd / "smoke.json",
-                120,
+                min(120, left(40)),
                 chk_env,
             )
             for path in ("/v1/models", "/version", "/health"):
@@ -438,7 +444,9 @@ def run_one(tag: str, unit_name: str, clear: bool, a: argparse.Namespace, state:
                 acc_args.append("--no-spec-baseline")
             elif state.get("baseline_file"):
                 acc_args += ["--baseline-file", state["baseline_file"]]
-            r["acceptance"] = check_cli(acc_args, rd / "acceptance.json", 150, chk_env)
+            r["acceptance"] = check_cli(
+                acc_args, rd / "acceptance.json", min(150, left(50)), chk_env
+            )
             if spec:
                 off_end = logf.size()
                 r["post_flush_seen"] = logf.wait_spec_line(off_end, 12)
@@ -466,7 +474,9 @@ def run_one(tag: str, unit_name: str, clear: bool, a: argparse.Namespace, state:
             ]
             if not spec:
                 conc_args.append("--no-spec-baseline")
-            r["acceptance_c8"] = check_cli(conc_args, rd / "acceptance-c8.json", 100, chk_env)
+            r["acceptance_c8"] = check_cli(
+                conc_args, rd / "acceptance-c8.json", min(100, left(30)), chk_env
+            )
             try:
                 save(rd / "metrics.txt", http(base, "GET", "/metrics", timeout=30)[1])
             except (urllib.error.URLError, OSError) as e:
@@ -565,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pipeline-parallel-size", type=int, default=1)
     ap.add_argument("--estimate-s", type=float, default=120, help="skip a run when less is left")
     a = ap.parse_args(argv)
+    DEADLINE[0] = a.deadline_s
     Path(a.out).mkdir(parents=True, exist_ok=True)
     rc, out = sh(["nvidia-smi", "-L"])
     state: dict = {"gpus": out.count("GPU ") if rc == 0 else 0}

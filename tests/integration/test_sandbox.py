@@ -17,9 +17,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def leftovers() -> list[str]:
-    """Everything the sandbox could leave on the host: processes, mounts, cgroups, state."""
+def leftovers(pids: list[int] = ()) -> list[str]:
+    """Everything the sandbox could leave on the host: processes (zombies too), mounts,
+    cgroups, state, listeners."""
+    sb.reap_children()  # nodes this process started are its children: collect them first
     found = [f"nspawn pid {pid}" for pid in sb.nspawn_processes()]
+    found += [
+        f"process {pid} (was a node's nspawn)" for pid in pids if Path(f"/proc/{pid}").exists()
+    ]
     with open("/proc/self/mountinfo") as info:
         for line in info:
             point = line.split()[4]
@@ -204,6 +209,7 @@ def test_down_leaves_nothing_behind(sandbox):
     cluster = sandbox(3)
     assert len(cluster.nodes) == 3 and all(n.alive() for n in cluster.nodes)
     assert leftovers()  # the check sees running nodes
+    pids = [n.pid for n in cluster.nodes]
     result = subprocess.run(
         [sys.executable, "-m", "specdeploy.sandbox", "down"],
         cwd=REPO,
@@ -212,29 +218,54 @@ def test_down_leaves_nothing_behind(sandbox):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert leftovers() == []
+    assert leftovers(pids) == []
     assert not sb.inventory_path().exists()
 
 
+INNER = REPO / "tests" / "sandbox" / "interrupted_session.py"
+
+
+def start_inner_session() -> tuple[subprocess.Popen[str], list[sb.Node], list[str]]:
+    """A child pytest whose test brings two nodes up and then hangs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-q", str(INNER)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "NODES-UP" in line:
+            break
+    assert any("NODES-UP" in line for line in lines), "".join(lines)
+    running = [n for n in sb.known_nodes().values() if n.alive()]
+    assert len(running) == 2
+    return proc, running, lines
+
+
+def test_a_hard_killed_session_is_cleaned_up_by_the_next(sandbox):
+    sandbox(1)  # fixes which instance this session (and so its child) uses
+    sandbox.close()  # the child session takes this instance over
+    proc, running, _ = start_inner_session()
+    proc.kill()  # SIGKILL: no finalizer, no atexit; the nodes stay orphaned
+    proc.communicate(timeout=60)
+    assert all(n.alive() for n in running) and sb.crashed_session()
+    cluster = sandbox(1)  # the next session stops what the dead one left
+    assert cluster.nodes[0].pid not in [n.pid for n in running]
+    assert [pid for pid in (n.pid for n in running) if Path(f"/proc/{pid}").exists()] == []
+    assert [(r["name"], r["state"]) for r in sb.status()] == [("node1", "running")]
+    assert sb.nspawn_processes() == [cluster.nodes[0].pid]
+
+
 def test_an_interrupted_test_session_leaves_nothing_behind(sandbox):
-    sandbox.close()  # this test needs the machine to itself
-    inner = REPO / "tests" / "sandbox" / "interrupted_session.py"
+    sandbox(1)  # fixes which instance this session (and so its child) uses
+    sandbox.close()  # the child sessions take this instance over
     for sig in (signal.SIGINT, signal.SIGTERM):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-q", str(inner)],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if "NODES-UP" in line:
-                break
-        assert any("NODES-UP" in line for line in lines), "".join(lines)
-        assert len([r for r in sb.status() if r["state"] == "running"]) == 2
+        proc, running, lines = start_inner_session()
         proc.send_signal(sig)
         output = proc.communicate(timeout=120)[0]
-        assert leftovers() == [], f"after {sig.name}:\n{''.join(lines)}{output}"
+        pids = [n.pid for n in running]
+        assert leftovers(pids) == [], f"after {sig.name}:\n{''.join(lines)}{output}"

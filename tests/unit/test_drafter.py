@@ -222,3 +222,22 @@ def test_target_without_sizes_is_an_error(tmp_path: Path, manifest) -> None:
 def test_version_gate_is_a_usage_error(manifest) -> None:
     with pytest.raises(UsageError):
         run(KIMI, FIX / "kimi-k25-eagle3-fixed", "0.15.0", manifest)
+
+
+def test_cli_inline_config_json_as_the_preflight_role_passes_it() -> None:
+    proc = cli(
+        "--vllm-version",
+        "0.16.0",
+        "--target-config-json",
+        (KIMI / "config.json").read_text(),
+        "--drafter-config-json",
+        (FIX / "kimi-k25-eagle3-aqmedai-like" / "config.json").read_text(),
+        "--json",
+    )
+    assert proc.returncode == 1
+    obj = json.loads(proc.stdout)
+    assert [f["code"] for f in obj["findings"] if f["level"] == "error"] == [
+        "drafter.aux_layers.eagle_config_ignored"
+    ]
+    bad = cli("--vllm-version", "0.16.0", "--target-config-json", "{", "--drafter", str(KIMI))
+    assert bad.returncode == 2 and "not valid JSON" in bad.stderr
