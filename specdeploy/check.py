@@ -10,8 +10,9 @@ Usage::
         [--label KEY=VALUE ...] [--json] [--out FILE]
 
 The API key is read from ``--api-key-file`` or $SPECDEPLOY_API_KEY / $VLLM_API_KEY (never a
-command-line value). Exit codes: 0 pass, 1 a check or gate failed, 2 could not measure (or a
-usage error). A human table goes to stdout unless ``--json``; ``--out`` always writes JSON.
+command-line value). Exit codes: 0 pass, 1 a check or gate failed, 2 could not measure (the
+server does not answer: port closed, or no HTTP answer to /health; or a usage error). A human
+table goes to stdout unless ``--json``; ``--out`` always writes JSON.
 
 JSON result (``schema: "specdeploy.validation/1"``; see docs/validation-schema.md)::
 
@@ -274,8 +275,16 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         sm_ok = all(s.ok for s in stages)
         result["smoke"] = {"ok": sm_ok, "stages": [s.to_dict() for s in stages]}
         if not sm_ok:
-            exit_code = 1
-            reasons += [f"smoke.{s.name}: {s.message}" for s in stages if s.status == "fail"]
+            # No answer at all (port closed, or /health without any HTTP status: down or
+            # hung) means nothing could be measured: exit 2. An answer that is wrong: exit 1.
+            first = next(s for s in stages if s.status == "fail")
+            unreachable = first.name in ("port", "health") and first.value is None
+            exit_code = 2 if unreachable else 1
+            reasons += [
+                ("could not measure: " if unreachable else "") + f"smoke.{s.name}: {s.message}"
+                for s in stages
+                if s.status == "fail"
+            ]
 
     if args.mode in ("acceptance", "all") and exit_code == 0:
         try:

@@ -833,7 +833,9 @@ def check_pcie(report: Report, probe: Probe, gpus: list[Gpu]) -> bool | None:
             "pcie_acs",
             WARN,
             f"ACS state unknown ({'; '.join(sorted(set(unknown))[:3])}){fallback} to be safe",
-            "run the doctor as root on the node itself (it reads the PCI config space)",
+            "run the doctor as root on the GPU host itself (it reads the PCI config space); "
+            "in a container or VM without the PCI tree, check `lspci -vvv | grep ACSCtl` on the "
+            "host and set gpu_node_nccl_p2p: enabled when ReqRedir/CmpltRedir are off",
         )
     else:
         report.add("pcie_acs", PASS, "no ACS redirection on the bridges above the GPUs")

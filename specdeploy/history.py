@@ -5,13 +5,22 @@ Every ``specdeploy.check`` result JSON can be recorded (``record``); a result is
 when its figures fall more than a relative tolerance below that release's FIRST VALIDATED run
 on the same node (the first run with status ``pass`` that measured acceptance): mean
 acceptance length, median output tokens/s and median speed-up.
+
+The no-speculation baseline of a node is the latest passed ``--no-spec-baseline`` run for
+that node and served model (a release deployed with speculation off); validations of
+speculative releases compare their throughput with it (``check --baseline-tps``)::
+
+    python -m specdeploy.history baseline --db DB --node NODE --model NAME   # JSON; exit 1: none
+    python -m specdeploy.history runs --db DB [--node NODE] [--release ID]    # JSON lines
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import sqlite3
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +132,38 @@ def runs(
     return out
 
 
+def baselines(
+    conn: sqlite3.Connection, node: str | None = None, model: str | None = None
+) -> list[dict[str, Any]]:
+    """Passed no-speculation baseline runs (oldest first), optionally of one node and model."""
+    q = (
+        "SELECT run_id, node, release, model, started_at, output_tps, output_tps_min, "
+        "output_tps_max, result_json FROM runs WHERE status = 'pass' AND acceptance_status = 'ok' "
+        "AND output_tps IS NOT NULL"
+    )
+    args: list[str] = []
+    if node:
+        q += " AND node = ?"
+        args.append(node)
+    if model:
+        q += " AND model = ?"
+        args.append(model)
+    out = []
+    for r in conn.execute(q + " ORDER BY started_at, id", args):
+        d = dict(r)
+        acc = json.loads(d.pop("result_json")).get("acceptance") or {}
+        if acc.get("mode") != "no_spec_baseline":
+            continue
+        d["n"] = (acc.get("output_tokens_per_s") or {}).get("n")
+        out.append(d)
+    return out
+
+
+def latest_baseline(conn: sqlite3.Connection, node: str, model: str) -> dict[str, Any] | None:
+    found = baselines(conn, node, model)
+    return found[-1] if found else None
+
+
 def first_validated(conn: sqlite3.Connection, node: str, release: str) -> dict[str, Any] | None:
     for r in runs(conn, node, release):
         if r["status"] == "pass" and r["acceptance_status"] == "ok":
@@ -176,3 +217,49 @@ def regressions(
         if drop > tolerance:
             out.append(Regression(metric, float(cur), float(base), drop, ref["started_at"]))
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="spec-history", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("baseline", help="latest no-speculation baseline of a node and model")
+    b.add_argument("--db", required=True)
+    b.add_argument("--node", required=True)
+    b.add_argument("--model", required=True)
+    r = sub.add_parser("runs", help="recorded runs, one JSON object a line")
+    r.add_argument("--db", required=True)
+    r.add_argument("--node")
+    r.add_argument("--release")
+    args = p.parse_args(argv)
+    if not Path(args.db).exists():
+        if args.cmd == "baseline":
+            print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
+            return 1
+        print(f"spec-history: error: no history at {args.db}", file=sys.stderr)
+        return 2
+    conn = connect(args.db)
+    try:
+        if args.cmd == "baseline":
+            base = latest_baseline(conn, args.node, args.model)
+            if base is None:
+                print(
+                    json.dumps(
+                        {
+                            "found": False,
+                            "reason": f"no passed no-spec baseline run for node {args.node!r} "
+                            f"and model {args.model!r} in {args.db}",
+                        }
+                    )
+                )
+                return 1
+            print(json.dumps({"found": True, **base}))
+            return 0
+        for row in runs(conn, args.node, args.release):
+            print(json.dumps(row))
+        return 0
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,7 +28,11 @@ def toolkit_files(repo: Path = REPO) -> list[Path]:
     files = [repo / name for name in SINGLE_FILES]
     for top in INCLUDE:
         for path in (repo / top).rglob("*"):
-            if path.is_file() and not SKIP_PARTS & set(path.parts) and path.suffix not in SKIP_SUFFIXES:
+            if (
+                path.is_file()
+                and not SKIP_PARTS & set(path.parts)
+                and path.suffix not in SKIP_SUFFIXES
+            ):
                 files.append(path)
     return sorted(files, key=lambda p: p.relative_to(repo).as_posix())
 

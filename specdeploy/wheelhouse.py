@@ -1,4 +1,4 @@
-"""Fill the controller's wheelhouse: the vLLM wheels and the node-side needs, downloaded once.
+"""Fill the controller's caches: the sandbox wheelhouse and the vLLM wheels the tests read.
 
 The sandbox nodes see this directory read-only at /srv/wheelhouse and install from it with
 `pip --no-index`, the same offline path a production node without internet uses.
@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from specdeploy import wheels
 
 REPO = Path(__file__).resolve().parent.parent
 SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
@@ -77,6 +79,22 @@ def download(wheelhouse: Path, requirement: str) -> None:
         ],
         check=True,
     )
+
+
+def manifest_versions() -> list[str]:
+    manifest = yaml.safe_load((REPO / "patches" / "vllm" / "manifest.yml").read_text())
+    return [str(version) for version in manifest["versions"]]
+
+
+def link_vllm(wheelhouse: Path, version: str) -> None:
+    """The vLLM wheel is the one the patch tests use (one download, hard-linked here)."""
+    source = wheels.fetch_wheel(version)
+    target = wheelhouse / source.name
+    if not target.exists():
+        try:
+            os.link(source, target)
+        except OSError:
+            target.write_bytes(source.read_bytes())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ mkdir -p "$W/stage" "$OUTD"
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 # run plans (TAG=UNIT[,clear]); the units are rendered on the controller (render_units.sh)
-RUNS3=${RUNS3:-"nospec-fa=nospec-fa,clear spec-fa-cold=spec-fa,clear spec-fa-warm=spec-fa"}
+RUNS3=${RUNS3:-"spec-fa-cold=spec-fa,clear spec-fa-warm=spec-fa nospec-fa=nospec-fa,clear"}
 RUNS4=${RUNS4:-"nospec-triton=nospec-triton,clear nospec-fa-warm=nospec-fa spec-triton-forced=spec-triton-forced,clear"}
 TP=${TP:-1}; PP=${PP:-1}
 
@@ -70,11 +70,11 @@ PY
   rm -f "$W"/stage/vllm-trim.zip.part-*; el "vllm 0.20.2 unpacked into /tmp/site"
   [ -f "$W/models/models.json" ] || python3 tests/gpu/build_models.py "$W/models" 2>&1 | grep -v "Writing model shards"
   cp "$W/models/models.json" "$OUTD/"
-  drive "${DEADLINE3:-520}" $RUNS3
+  drive "${DEADLINE3:-540}" $RUNS3
   ;;
 4)
   [ -d /tmp/site/vllm ] || { echo "/tmp/site/vllm missing: the machine was not kept warm since call 3"; exit 14; }
-  drive "${DEADLINE4:-520}" $RUNS4
+  drive "${DEADLINE4:-420}" $RUNS4
   ;;
 *) echo "unknown step $STEP"; exit 2 ;;
 esac

@@ -21,6 +21,9 @@ OUTU=$REPO/.gpu-stage/units
 PLAYBOOK=$REPO/playbooks/render-unit.yml
 [ -f "$PLAYBOOK" ] || { PLAYBOOK=$REPO/tests/gpu/render-fallback.yml; echo "NOTE: $REPO/playbooks/render-unit.yml missing, using $PLAYBOOK" >&2; }
 EXTRA=""; [ "$PLAYBOOK" = "$REPO/tests/gpu/render-fallback.yml" ] && EXTRA="-e specdeploy_toolkit_dir=$REPO"
+# render-unit.yml writes the release layout under specdeploy_root first: keep it in a scratch
+# folder here (the program path it puts in ExecStart is replaced on the GPU machine anyway)
+ROOT=$REPO/.gpu-stage/render-root; rm -rf "$ROOT"; mkdir -p "$ROOT/etc"
 AP=${ANSIBLE_PLAYBOOK:-$REPO/.venv/bin/ansible-playbook}
 rm -rf "$OUTU"; mkdir -p "$OUTU"
 
@@ -36,6 +39,8 @@ specdeploy_served_model_name: tiny-dsv3
 specdeploy_port: 8011
 specdeploy_host: 127.0.0.1
 specdeploy_cache_dir: $W/cache/$name
+specdeploy_root: $ROOT/root
+specdeploy_config_dir: $ROOT/etc
 specdeploy_tensor_parallel_size: $TP
 specdeploy_pipeline_parallel_size: $PP
 specdeploy_speculative_enabled: $spec

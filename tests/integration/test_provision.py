@@ -97,7 +97,7 @@ def results(report: dict, host: str | None = None) -> dict[str, dict]:
         for task in play["tasks"]:
             for name, result in task["hosts"].items():
                 if host is None or name == host:
-                    out[task["task"]["name"]] = result
+                    out[task["task"]["name"].split(" : ", 1)[-1]] = result  # drop "role : "
     return out
 
 
@@ -182,8 +182,9 @@ def test_provisioning_is_idempotent_and_check_mode_safe(node, play):
 
     state = node.ssh(
         node.nodes[0],
-        "getent passwd vllm; stat -c '%U:%G %a %n' /opt/specdeploy /opt/specdeploy/releases "
-        "/etc/specdeploy /var/cache/specdeploy /var/cache/specdeploy/compile /var/log/specdeploy; "
+        "getent passwd vllm; sudo -n stat -c '%U:%G %a %n' /opt/specdeploy "
+        "/opt/specdeploy/releases /etc/specdeploy /var/cache/specdeploy "
+        "/var/cache/specdeploy/compile /var/log/specdeploy; "
         "cat /etc/security/limits.d/90-specdeploy.conf /etc/sysctl.d/90-specdeploy.conf",
         check=True,
     ).stdout

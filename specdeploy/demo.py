@@ -1,0 +1,174 @@
+"""`make demo`: the toolkit's main job on a local sandbox GPU node, start to end.
+
+Boots a sandbox node (systemd-nspawn, real sshd on 127.0.0.11), deploys vLLM 0.16.0 with the
+EAGLE-3 patch series and the CI stand-in for the GPU server, re-deploys (changed=0), validates,
+deploys a changed speculative config as a second release, rolls back to the first, and prints
+what happened at each step. Full logs go to build/demo/. Exit codes: 0 ok, 1 a step failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LOGS = REPO / "build" / "demo"
+PLAYBOOK = [str(REPO / ".venv" / "bin" / "ansible-playbook")]
+RECAP = re.compile(
+    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+)
+
+
+class StepFailed(Exception):
+    pass
+
+
+def say(message: str) -> None:
+    print(f"demo: {message}", flush=True)
+
+
+def run(name: str, argv: list[str], expect_rc: int = 0) -> tuple[str, float]:
+    """Run one step, log it, return its output and seconds; a wrong exit code stops the demo."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{name}.log"
+    start = time.monotonic()
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    log.write_text(result.stdout + result.stderr)
+    if result.returncode != expect_rc:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-25:])
+        raise StepFailed(
+            f"{name} exited {result.returncode} (expected {expect_rc}); log {log}\n{tail}"
+        )
+    return result.stdout, seconds
+
+
+def recap(output: str) -> str:
+    rows = [f"{h}: ok={ok} changed={ch} failed={f}" for h, ok, ch, _u, f in RECAP.findall(output)]
+    return "; ".join(rows) or "no recap"
+
+
+def changed_count(output: str) -> int:
+    return sum(int(m[2]) for m in RECAP.findall(output))
+
+
+def node_ssh(*command: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "specdeploy.sandbox", "ssh", "node1", "--", *command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.stdout.strip()
+
+
+def node_status() -> dict:
+    """What serves on the node, read from the `current` symlink and its manifest."""
+    link = node_ssh("sudo", "readlink", "/opt/specdeploy/current")
+    try:
+        manifest = json.loads(node_ssh("sudo", "cat", "/opt/specdeploy/current/manifest.json"))
+    except ValueError:
+        return {"current": None, "status": "nothing serves"}
+    return {
+        "current": Path(link).name if link else None,
+        "status": manifest.get("status"),
+        "patches": manifest.get("patches", {}).get("state"),
+        "starts": [
+            {k: start.get(k) for k in ("action", "stop_to_ready_s")}
+            for start in manifest.get("starts", [])[-1:]
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox node running")
+    args = parser.parse_args(argv)
+    keep = args.keep or os.environ.get("KEEP") == "1"
+    from specdeploy import sandbox  # the same instance choice as `make sandbox-up`
+
+    inventory = str(sandbox.inventory_path().parent)
+    py = [sys.executable, "-m"]
+    try:
+        say("1/7 booting a sandbox GPU node (Debian 12, systemd as PID 1, sshd on 127.0.0.11)")
+        _, s = run("sandbox-up", [*py, "specdeploy.sandbox", "up", "--nodes", "1"])
+        say(f"    node up in {s:.1f} s; inventory {inventory}/ (host keys pinned)")
+        run("stage-models", [*PLAYBOOK, "-i", inventory, "tests/playbooks/stage-models.yml"])
+
+        say("2/7 ansible-playbook deploy.yml: vLLM 0.16.0 + EAGLE-3 patch series, stand-in server")
+        out, s = run("deploy-1", [*PLAYBOOK, "-i", inventory, "deploy.yml"])
+        first = node_status()
+        say(f"    {recap(out)} in {s:.0f} s")
+        say(
+            f"    serving release {first.get('current')} ({first.get('status')}), patches "
+            f"{first.get('patches')}, last start {first.get('starts')}"
+        )
+
+        say("3/7 the same deploy again: nothing may change, nothing restarts")
+        out, s = run("deploy-2", [*PLAYBOOK, "-i", inventory, "deploy.yml"])
+        say(f"    {recap(out)} in {s:.0f} s")
+        if changed_count(out) != 0:
+            raise StepFailed(f"the re-deploy changed something: {recap(out)}")
+
+        say("4/7 make validate: smoke, acceptance and gates against the serving release")
+        out, s = run("validate", [*PLAYBOOK, "-i", inventory, "playbooks/validate.yml"])
+        for line in out.splitlines():
+            if "mean acceptance length" in line or "PASS" in line or "FAIL" in line:
+                say("    " + line.strip().strip('"').replace('"msg": ', ""))
+        say(f"    validated in {s:.0f} s")
+
+        say("5/7 deploy a changed speculative config (num_speculative_tokens 4): a new release")
+        extra = json.dumps(
+            {
+                "specdeploy_speculative_config": {
+                    "method": "eagle3",
+                    "model": "/srv/models/tiny-dsv3-eagle3",
+                    "num_speculative_tokens": 4,
+                }
+            }
+        )
+        out, s = run("deploy-3", [*PLAYBOOK, "-i", inventory, "deploy.yml", "-e", extra])
+        second = node_status()
+        say(f"    {recap(out)} in {s:.0f} s; now serving {second.get('current')}")
+
+        say("6/7 make rollback: back to the previous release by the ledger")
+        out, s = run("rollback", [*PLAYBOOK, "-i", inventory, "playbooks/rollback.yml"])
+        back = node_status()
+        say(
+            f"    {recap(out)} in {s:.0f} s; now serving {back.get('current')} "
+            f"({back.get('status')})"
+        )
+        if back.get("current") != first.get("current"):
+            raise StepFailed(
+                f"rollback serves {back.get('current')}, expected {first.get('current')}"
+            )
+
+        say("7/7 make status")
+        out, _ = run("status", [*PLAYBOOK, "-i", inventory, "playbooks/status.yml"])
+        for line in out.splitlines():
+            if "sandbox-node" in line and "RELEASE" not in line and '"' in line:
+                say("    " + line.strip().strip('",'))
+        say(f"done: deployed, re-deployed with changed=0, validated, rolled back. Logs: {LOGS}")
+        return 0
+    except StepFailed as error:
+        say(f"FAILED: {error}")
+        return 1
+    finally:
+        if keep:
+            say("the node keeps running (KEEP=1); `make sandbox-down` stops it")
+        else:
+            subprocess.run(
+                [*py, "specdeploy.sandbox", "down"], cwd=REPO, check=False, capture_output=True
+            )
+            say("sandbox node stopped (KEEP=1 keeps it)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
