@@ -68,8 +68,11 @@ preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EX
 rollback: $(VENV)/.stamp ## back to the previous release, or TO=<release-id> (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/rollback.yml $(if $(TO),-e rollback_to=$(TO)) $(EXTRA)
 
-validate: $(VENV)/.stamp ## smoke and acceptance checks, reports (INVENTORY=, EXTRA=)
-	$(PLAYBOOK) -i $(INVENTORY) playbooks/validate.yml $(EXTRA)
+validate: $(VENV)/.stamp ## checks, gates, reports in reports/; exit 0 pass, 1 failed, 2 not measured (INVENTORY=, EXTRA=)
+	@f=$$(mktemp); rc=0; $(PLAYBOOK) -i $(INVENTORY) playbooks/validate.yml -e validation_exit_file=$$f $(EXTRA) || rc=$$?; \
+	code=$$(cat $$f 2>/dev/null); rm -f $$f; [ -n "$$code" ] || code=2; [ $$rc -eq 0 ] || [ $$code -ne 0 ] || code=2; \
+	[ $$code -eq 0 ] || echo "make validate: exit $$code ($$([ $$code -eq 1 ] && echo 'a check, gate or regression failed' || echo 'could not measure'))" >&2; \
+	exit $$code
 
 status: $(VENV)/.stamp ## one table: node, release, vLLM, patch state, service, last validation
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/status.yml $(EXTRA)
@@ -77,8 +80,11 @@ status: $(VENV)/.stamp ## one table: node, release, vLLM, patch state, service, 
 clear-caches: $(VENV)/.stamp ## remove the compile caches of the current release (INVENTORY=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/clear-caches.yml $(EXTRA)
 
-schedule: $(VENV)/.stamp ## install the validation timer (history, reports)
-	@echo "make schedule: not built yet (issue 6: scheduled validation runs)"; exit 1
+schedule: $(VENV)/.stamp ## install the validation timer on the controller (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/schedule.yml $(EXTRA)
+
+unschedule: $(VENV)/.stamp ## remove the validation timer (history and reports stay)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/unschedule.yml $(EXTRA)
 
 bench: $(VENV)/.stamp ## deploy/re-deploy/rollback timings on 1, 2, 4 sandbox nodes
 	@echo "make bench: not built yet (issue 8: fleets and the benchmark)"; exit 1

@@ -78,18 +78,63 @@ def _append_ledger(root: Path, entry: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-def init_release(root: Path, release_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
+def busy_pids(path: Path) -> list[int]:
+    """Processes whose command line, working directory or executable is under `path`.
+
+    An interrupted deploy (killed ansible-playbook, dropped SSH) can leave its pip or venv
+    process running on the node; wiping the directory under it would mix two builds.
+    """
+    prefix = str(path.resolve()) + "/"
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            places = [os.readlink(proc / "cwd") + "/", os.readlink(proc / "exe")]
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in args if a] + places
+        if any(prefix in word or word.startswith(prefix) for word in words):
+            found.append(int(proc.name))
+    return sorted(found)
+
+
+def wait_not_busy(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = busy_pids(path)
+        if not pids:
+            return
+        if time.monotonic() >= deadline:
+            raise ReleaseError(
+                f"{path} is still in use by process(es) {', '.join(map(str, pids))} left by an "
+                f"interrupted run (waited {timeout:g} s); they must finish or be stopped "
+                "before the release is built again"
+            )
+        time.sleep(1.0)
+
+
+def init_release(
+    root: Path, release_id: str, inputs: dict[str, Any], busy_timeout: float = 300.0
+) -> dict[str, Any]:
     """Create the release's manifest in status `building`, or keep a finished one.
 
     A release left `building` or `failed` by an earlier run is started again from scratch
     (its directory is emptied except for the manifest history), so a half-built venv is never
-    trusted.
+    trusted; processes an interrupted run left working in it are waited for first.
     """
     path = manifest_path(root, release_id)
     if path.is_file():
         manifest = json.loads(path.read_text())
         if manifest.get("status") in SELECTABLE and manifest.get("inputs") == inputs:
             return {"changed": False, "status": manifest["status"], "rebuilt": False}
+        if current_release(root) == release_id:
+            raise ReleaseError(
+                f"release {release_id!r} is what `current` points at but is "
+                f"{manifest.get('status')!r}; roll back or deploy another release first"
+            )
+        wait_not_busy(path.parent, busy_timeout)
         previous_status = manifest.get("status")
         for child in path.parent.iterdir():
             if child.name != "manifest.json":
@@ -186,7 +231,14 @@ def activate(root: Path, release_id: str, action: str) -> dict[str, Any]:
         old = read_manifest(root, previous)
         if old.get("status") == "active":
             update_release(root, previous, {}, "inactive", f"replaced by {release_id}")
-    update_release(root, release_id, {"activated_at": _now()}, "active", action)
+    activation = {"at": _now(), "action": action, "previous": previous}
+    update_release(
+        root,
+        release_id,
+        {"activated_at": activation["at"], "last_activation": activation},
+        "active",
+        action,
+    )
     return {"changed": True, "current": release_id, "previous": previous}
 
 
@@ -221,6 +273,48 @@ def previous_release(root: Path) -> str | None:
         if path.is_file() and json.loads(path.read_text()).get("status") in SELECTABLE:
             return release
     return None
+
+
+def rollback_target(root: Path, to: str | None) -> dict[str, Any]:
+    """The release a rollback activates: `to`, or the one before `current` in the ledger.
+
+    Refuses (ReleaseError) when there is none, or the target is unknown or not finished.
+    """
+    current = current_release(root)
+    if not to:
+        target = previous_release(root)
+        if target is None:
+            known = [e["release"] for e in read_ledger(root) if e.get("release")]
+            raise ReleaseError(
+                "no earlier release to go back to: the ledger has "
+                + (f"only {', '.join(sorted(set(known)))}" if known else "no activation")
+                + (f" and `current` is {current}" if current else " and nothing is current")
+                + " (failed or pruned releases are not candidates)"
+            )
+    else:
+        target = to
+    if target == current:
+        raise ReleaseError(f"release {target!r} is already current; nothing to do")
+    if not manifest_path(root, target).is_file():
+        known = sorted(p.parent.name for p in releases_dir(root).glob("*/manifest.json"))
+        raise ReleaseError(
+            f"release {target!r} does not exist on this node (known: {', '.join(known) or 'none'})"
+        )
+    manifest = read_manifest(root, target)
+    if manifest.get("status") not in SELECTABLE:
+        reason = manifest.get("failure_reason")
+        raise ReleaseError(
+            f"release {target!r} is {manifest.get('status')!r}"
+            + (f" ({reason})" if reason else "")
+            + f"; only a finished release ({', '.join(SELECTABLE)}) can be activated"
+        )
+    return {
+        "changed": False,
+        "target": target,
+        "current": current,
+        "status": manifest.get("status"),
+        "speculative": (manifest.get("inputs") or {}).get("speculative_config") is not None,
+    }
 
 
 def prune(root: Path, keep: int) -> dict[str, Any]:
@@ -276,6 +370,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init", help="create a release manifest (status building)")
     p.add_argument("release_id")
     p.add_argument("--inputs-json", required=True, help="what defines the release, as JSON")
+    p.add_argument(
+        "--busy-timeout",
+        type=float,
+        default=300.0,
+        help="wait this long for processes an interrupted run left in a half-built release",
+    )
     p = sub.add_parser("update", help="merge fields into a manifest, optionally change status")
     p.add_argument("release_id")
     p.add_argument("--fields-json", default="{}")
@@ -291,6 +391,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("deactivate", help="remove `current` (nothing serves) and record it")
     p.add_argument("--action", default="stop")
     sub.add_parser("previous", help="print the release before `current` in the ledger")
+    p = sub.add_parser("target", help="the release a rollback activates (refuses with a reason)")
+    p.add_argument("--to", default="", help="a release id; empty: the previous one")
     p = sub.add_parser("prune", help="remove old releases")
     p.add_argument("--keep", type=int, required=True)
     sub.add_parser("status", help="current, previous, releases and the ledger's tail")
@@ -302,7 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     root: Path = args.root
     try:
         if args.command == "init":
-            result = init_release(root, args.release_id, json.loads(args.inputs_json))
+            result = init_release(
+                root, args.release_id, json.loads(args.inputs_json), args.busy_timeout
+            )
         elif args.command == "update":
             result = update_release(
                 root,
@@ -332,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 return 1
             result = {"changed": False, "previous": previous}
+        elif args.command == "target":
+            result = rollback_target(root, args.to)
         elif args.command == "prune":
             result = prune(root, args.keep)
         else:

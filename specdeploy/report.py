@@ -376,9 +376,13 @@ def svg_history(
     ylabel: str,
     width: int = 560,
     height: int = 260,
+    all_releases: list[str] | None = None,
+    labels: dict[str, str] | None = None,
+    ref: tuple[float, str] | None = None,
 ) -> str:
     """Chronological points (dicts with node, release, started_at, key); dots coloured by
-    release, one line per node."""
+    release (``all_releases`` fixes the colours across plots; ``labels`` adds a note to a
+    release in the legend), one line per node; ``ref`` = (value, label): a dashed line."""
     pts = [p for p in points if isinstance(p.get(key), (int, float))]
     ml, mr, mt, mb = 70, 12, 28, 58
     pw, ph = width - ml - mr, height - mt - mb
@@ -396,10 +400,11 @@ def svg_history(
             f'<text x="{width / 2}" y="{mt + ph / 2}" text-anchor="middle">no history</text></svg>'
         )
         return "".join(out)
-    vals = [float(p[key]) for p in pts]
+    vals = [float(p[key]) for p in pts] + ([ref[0]] if ref else [])
     lo, hi = min(vals), max(vals)
-    if hi - lo < 1e-9:
-        lo, hi = lo * 0.9 - 0.01, hi * 1.1 + 0.01
+    if hi - lo < 0.1 * max(abs(hi), 1e-9):  # a flat series: show +/-10% around it
+        mid = (hi + lo) / 2
+        lo, hi = mid - 0.1 * max(abs(mid), 0.1), mid + 0.1 * max(abs(mid), 0.1)
     lo = min(lo, 0.0) if lo > 0 and lo < (hi - lo) else lo
     n = len(pts)
 
@@ -411,12 +416,21 @@ def svg_history(
     for i in range(5):
         v = lo + (hi - lo) * i / 4
         y = mt + ph - ph * i / 4
-        tick = f"{v:.0f}" if hi - lo >= 20 else f"{v:.2f}"
+        tick = f"{v:.0f}" if hi - lo >= 20 else (f"{v:.2f}" if hi - lo >= 0.2 else f"{v:.3f}")
         out.append(
             f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
             f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}</text>'
         )
+    if ref is not None:
+        yr = mt + ph - ph * (ref[0] - lo) / (hi - lo)
+        out.append(
+            f'<line x1="{ml}" x2="{ml + pw}" y1="{yr:.1f}" y2="{yr:.1f}" stroke="#000" '
+            f'stroke-dasharray="5 3"/><text x="{ml + pw - 4}" y="{yr - 4:.1f}" '
+            f'text-anchor="end">{html.escape(ref[1])}</text>'
+        )
     releases = list(dict.fromkeys(str(p.get("release")) for p in pts))
+    order = list(dict.fromkeys([*(all_releases or []), *releases]))
+    colour = {r: PALETTE[order.index(r) % len(PALETTE)] for r in releases}
     nodes = list(dict.fromkeys(str(p.get("node")) for p in pts))
     for node in nodes:
         seq = [xy(i, float(p[key])) for i, p in enumerate(pts) if str(p.get("node")) == node]
@@ -425,7 +439,7 @@ def svg_history(
             out.append(f'<polyline points="{d}" fill="none" stroke="#999" stroke-width="1"/>')
     for i, p in enumerate(pts):
         x, y = xy(i, float(p[key]))
-        c = PALETTE[releases.index(str(p.get("release"))) % len(PALETTE)]
+        c = colour[str(p.get("release"))]
         ok = p.get("status") == "pass"
         out.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{c if ok else "#fff"}" '
@@ -440,13 +454,15 @@ def svg_history(
         f'<text x="{ml + pw}" y="{mt + ph + 14}" text-anchor="end">'
         f"{html.escape(last)}</text>"
     )
-    for s, rel in enumerate(releases[:6]):
-        x = ml + s * 120
+    x = ml
+    for rel in releases[:6]:
+        text = rel[:16] + (f" ({labels[rel]})" if labels and rel in labels else "")
         out.append(
             f'<circle cx="{x + 5}" cy="{height - 12}" r="4" '
-            f'fill="{PALETTE[s % len(PALETTE)]}"/><text x="{x + 13}" y="{height - 8}">'
-            f"{html.escape(rel[:16])}</text>"
+            f'fill="{colour[rel]}"/><text x="{x + 13}" y="{height - 8}">'
+            f"{html.escape(text)}</text>"
         )
+        x += 24 + 6 * len(text)
     out.append("</svg>")
     return "".join(out)
 
@@ -468,10 +484,11 @@ code{font-size:12px}
 <h2>Summary</h2>
 <table><tr><th>node</th><th>release</th><th>model</th><th>status</th>
 <th>mean acceptance length</th><th>draft acceptance</th><th>output tok/s (median, min-max)</th>
-<th>speed-up</th><th>reasons</th></tr>
+<th>no-spec baseline tok/s</th><th>speed-up (median, min-max, n)</th><th>reasons</th></tr>
 {% for r in rows %}<tr class="{{ r.status }}"><td>{{ r.node }}</td><td>{{ r.release }}</td>
 <td>{{ r.model }}</td><td>{{ r.status|upper }}</td><td>{{ r.mal }}</td><td>{{ r.rate }}</td>
-<td>{{ r.tps }}</td><td>{{ r.speed_up }}</td><td>{{ r.reasons }}</td></tr>
+<td>{{ r.tps }}</td><td title="{{ r.baseline_source }}">{{ r.baseline }}</td>
+<td>{{ r.speed_up }}</td><td>{{ r.reasons }}</td></tr>
 {% endfor %}</table>
 <h2>Per-position acceptance</h2>
 <div class="plots">{{ bars|safe }}</div>
@@ -490,6 +507,12 @@ code{font-size:12px}
 {% endfor %}
 </body></html>
 """
+
+
+def _spread_x(su: Any) -> str:
+    if not isinstance(su, dict) or su.get("median") is None:
+        return "-"
+    return f"{su['median']:.2f}x ({su['min']:.2f}-{su['max']:.2f}, n={su.get('n')})"
 
 
 def render_html(
@@ -523,7 +546,13 @@ def render_html(
                 "tps": "-"
                 if not tps
                 else f"{tps['median']:.1f} ({tps['min']:.1f}-{tps['max']:.1f})",
-                "speed_up": _f(_med(a.get("speed_up"))) + ("x" if a.get("speed_up") else ""),
+                "speed_up": _spread_x(a.get("speed_up")),
+                "baseline": _f(a.get("baseline_output_tokens_per_s"), ".1f")
+                if a.get("mode") != "no_spec_baseline"
+                else "this run (no speculation)",
+                "baseline_source": (r.get("labels") or {}).get("baseline")
+                or a.get("baseline_source")
+                or "",
                 "reasons": "; ".join(reasons) or "",
             }
         )
@@ -583,11 +612,36 @@ def render_html(
         "hist_mal": None,
     }
     if hist:
+        order = list(dict.fromkeys(str(h.get("release")) for h in hist))
+        nospec = {
+            str(h.get("release")): "no spec"
+            for h in hist
+            if h.get("mean_acceptance_length") is None and h.get("output_tps") is not None
+        }
         ctx["hist_mal"] = svg_history(
-            hist, "mean_acceptance_length", "Mean acceptance length per run", "tokens per step"
+            hist,
+            "mean_acceptance_length",
+            "Mean acceptance length per run",
+            "tokens per step",
+            all_releases=order,
+            ref=(1.0, "1 = no accepted drafts"),
         )
-        ctx["hist_tps"] = svg_history(hist, "output_tps", "Output tokens/s per run", "tokens/s")
-        ctx["hist_su"] = svg_history(hist, "speed_up", "Speed-up vs no speculation", "x")
+        ctx["hist_tps"] = svg_history(
+            hist,
+            "output_tps",
+            "Output tokens/s per run (median over repeats)",
+            "tokens/s",
+            all_releases=order,
+            labels=nospec,
+        )
+        ctx["hist_su"] = svg_history(
+            hist,
+            "speed_up",
+            "Speed-up vs no speculation (median)",
+            "x",
+            all_releases=order,
+            ref=(1.0, "1.0 = as fast as no speculation"),
+        )
     return tpl.render(**ctx)
 
 

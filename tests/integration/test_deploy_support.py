@@ -60,7 +60,7 @@ class Run:
         return " | ".join(str(f.get("msg", f)) for f in self.failures())
 
     def changed_tasks(self) -> list[str]:
-        """Names of the tasks that reported `changed` (default callback: TASK [...] then changed:)."""
+        """Names of the tasks that reported `changed` (TASK [...] lines, then `changed:`)."""
         names, current = [], ""
         for line in self.stdout.splitlines():
             if line.startswith("TASK ["):
@@ -91,7 +91,9 @@ class Deploy:
         timeout: float = 900,
     ) -> Run:
         environment = {
-            k: v for k, v in os.environ.items() if not k.startswith(("SPECDEPLOY_API", "SPECDEPLOY_HUB"))
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("SPECDEPLOY_API", "SPECDEPLOY_HUB"))
         }
         environment.update(
             ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
@@ -148,7 +150,11 @@ class NodeState:
         return self.sh(f"readlink {ROOT}/current").strip().rsplit("/", 1)[-1]
 
     def manifest(self, release: str | None = None) -> dict:
-        path = f"{ROOT}/releases/{release}/manifest.json" if release else f"{ROOT}/current/manifest.json"
+        path = (
+            f"{ROOT}/releases/{release}/manifest.json"
+            if release
+            else f"{ROOT}/current/manifest.json"
+        )
         return json.loads(self.sh(f"sudo -n cat {path}"))
 
     def push(self, path: str, data: bytes, mode: str = "0644") -> None:
@@ -157,7 +163,8 @@ class NodeState:
 
         q = shlex.quote(path)
         command = (
-            f"sudo -n mkdir -p $(dirname {q}) && sudo -n tee {q} >/dev/null && sudo -n chmod {mode} {q}"
+            f"sudo -n mkdir -p $(dirname {q}) && sudo -n tee {q} >/dev/null"
+            f" && sudo -n chmod {mode} {q}"
         )
         subprocess.run(
             sb.ssh_command(self.node, command), input=data, check=True, capture_output=True

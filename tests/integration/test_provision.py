@@ -400,11 +400,17 @@ def installed(node) -> bool:
     )
 
 
+def uninstall(node) -> None:
+    node.ssh(node.nodes[0], "sudo -n dpkg --purge nvidia-open >/dev/null 2>&1 || true", check=True)
+    assert not installed(node)
+
+
 def booted(node) -> str:
     return node.ssh(node.nodes[0], "ps -o lstart= -p 1", check=True).stdout.strip()
 
 
 def test_driver_install_in_check_mode_changes_nothing(node, play, driver_repo):
+    uninstall(node)
     rc, report = play("playbooks/provision.yml", "--tags", "driver", "--check", extra=DRIVER_VARS)
     assert rc == 0, failure(report)
     tasks = results(report, play.host)
@@ -425,6 +431,7 @@ def test_driver_install_in_check_mode_changes_nothing(node, play, driver_repo):
 
 
 def test_old_branch_is_refused_before_anything_changes(node, play, driver_repo):
+    uninstall(node)
     extra = {**DRIVER_VARS, "gpu_node_driver_version": "550.127.05"}
     rc, report = play("playbooks/provision.yml", "--tags", "driver", extra=extra)
     assert rc == 2 and "branch 570" in failure(report)
@@ -432,6 +439,7 @@ def test_old_branch_is_refused_before_anything_changes(node, play, driver_repo):
 
 
 def test_reboot_guard_stops_and_never_reboots_the_controller(node, play, driver_repo, tmp_path):
+    uninstall(node)
     before = booted(node)
     rc, report = play("playbooks/provision.yml", "--tags", "driver", extra=DRIVER_VARS)
     assert rc == 2

@@ -135,25 +135,64 @@ def shape(field: str) -> str:
     return "[N/A]" if field == "[N/A]" else "text"
 
 
+CLOCK = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4} {7}$")
+FRAME = re.compile(r"^[+|=\- ]*$")
+PROCESS_ROW = re.compile(r"^\|\s+(\d+)\s+(N/A)\s+(N/A)\s+(\d+)\s+(C|G|C\+G)\s+(\S+)\s+(\S+) \|$")
+
+
+def table_layout(lines: list[str]) -> list[object]:
+    """The plain table's format, not its values: the clock line's shape; frame, heading and
+    empty-table lines verbatim; where the version line's labels start; where each GPU row's
+    cells are split; where each process row's columns end (name: where it starts). Repeated
+    items (one block per GPU) count once."""
+    layout: list[object] = ["clock" if CLOCK.match(lines[0]) else f"bad clock line {lines[0]!r}"]
+    for line in lines[1:]:
+        process = PROCESS_ROW.match(line)
+        if FRAME.match(line) or "Name" in line or "Memory-Usage" in line or "ID   ID" in line:
+            item: object = line
+        elif "Processes:" in line or "No running processes found" in line:
+            item = line
+        elif "Driver Version:" in line:
+            item = ("version", len(line), line.index("Driver Version:"), line.index("CUDA"))
+        elif process:
+            item = ("process", len(line), *(process.end(i) for i in range(1, 6)), process.start(6))
+            item += (process.end(7),)
+        else:
+            item = ("cells", tuple(i for i, c in enumerate(line) if c == "|"))
+        if item not in layout:
+            layout.append(item)
+    return layout
+
+
 RECORDINGS = sorted(RECORDED.glob("*.cmd")) if RECORDED.is_dir() else []
 
 
 @pytest.mark.skipif(not RECORDINGS, reason="no real nvidia-smi recordings in recorded-h200/ yet")
 @pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: p.stem)
 def test_replay_formats_match_real_h200_recordings(recording: Path):
-    """recorded-h200/<name>.cmd holds the nvidia-smi arguments, <name>.out the real stdout."""
+    """recorded-h200/<name>.cmd holds the nvidia-smi arguments, <name>.out the real stdout;
+    `-running` recordings are replayed with a GPU process (foreign_process), others idle."""
     args = recording.read_text().split()
     args = args[1:] if args and args[0] == "nvidia-smi" else args
     real = recording.with_suffix(".out").read_text().splitlines()
-    replay = smi(*args).stdout.splitlines()
+    scenario = "foreign_process" if recording.stem.endswith("-running") else "healthy"
+    result = smi(*args, scenario=scenario)
+    assert result.returncode == 0, result.stdout
+    replay = result.stdout.splitlines()
+    assert bool(replay) == bool(real), (replay, real)  # idle compute apps + noheader: nothing
+    if not real:
+        return
     if "-L" in args:
         assert all(UUID.match(line) for line in real + replay)
+        return
+    if not any(arg.startswith("--query-") for arg in args):
+        assert table_layout(replay) == table_layout(real)
         return
     if "noheader" not in " ".join(args):
         assert replay[0] == real[0]  # identical header line
         real, replay = real[1:], replay[1:]
+    assert bool(replay) == bool(real), (replay, real)  # with a header: the header alone
     for got, want in zip(replay, real, strict=False):
         assert len(got.split(", ")) == len(want.split(", ")), (got, want)
         for mine, theirs in zip(got.split(", "), want.split(", "), strict=True):
-            if "[N/A]" not in (mine, theirs):
-                assert shape(mine).split()[-1:] == shape(theirs).split()[-1:], (mine, theirs)
+            assert shape(mine) == shape(theirs), (mine, theirs)

@@ -1,0 +1,285 @@
+"""deploy.yml on a sandbox node (issue 4, Tests): one node and one deploy for the whole module.
+
+The read-only assertions share the first deploy; then a second deploy (changed=0, no restart),
+check mode on an unchanged and on a changed input, and every preflight refusal, each of which
+must leave the node exactly as it was (listing of the release root, unit and secrets before and
+after) and stop in the first play.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+
+import pytest
+from test_deploy_support import (
+    FIXTURES,
+    ROOT,
+    UNIT,
+    Deploy,
+    NodeState,
+    exec_start_argv,
+    flag_value,
+    stage_models,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+# The operator's inventory mapping: the unit must carry exactly this as --speculative-config.
+SPECULATIVE = {
+    "method": "eagle3",
+    "model": "/srv/models/tiny-dsv3-eagle3",
+    "num_speculative_tokens": 3,
+    "draft_tensor_parallel_size": 1,
+}
+INPUTS = {"specdeploy_speculative_config": SPECULATIVE}
+BAD_DRAFTER = "/srv/models/test-drafter-wrong-hidden"
+FOREIGN_PORT = 8431
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox):
+    return sandbox(1)
+
+
+@pytest.fixture(scope="module")
+def play(cluster):
+    return Deploy(cluster)
+
+
+@pytest.fixture(scope="module")
+def node(cluster):
+    return NodeState(cluster)
+
+
+@pytest.fixture(scope="module")
+def first(play, node):
+    """The module's one deploy; everything read-only below looks at its result."""
+    stage_models(play)
+    run = play(extra=INPUTS)
+    assert run.returncode == 0, run.tail()
+    print(f"first deploy: {run.seconds:.0f} s, recap {run.recap(play.host)}")
+    return run
+
+
+def test_unit_is_active_and_current_points_at_the_release(first, node):
+    release = node.current_release()
+    assert node.sh(f"readlink {ROOT}/current").strip() == f"releases/{release}"
+    assert node.sh(f"test -d {ROOT}/releases/{release}/venv && echo yes").strip() == "yes"
+    state = node.service("ActiveState", "SubState", "UnitFileState", "User", "FragmentPath")
+    assert state["ActiveState"] == "active" and state["SubState"] == "running", state
+    assert state["UnitFileState"] == "enabled" and state["FragmentPath"] == UNIT, state
+    # The installed unit is the release's own rendered one.
+    installed = node.sh(f"cat {UNIT}")
+    assert installed == node.sh(f"cat {ROOT}/releases/{release}/config/vllm.service")
+    assert f"{ROOT}/releases/{release}/" in installed
+
+
+def test_manifest_records_the_release(first, node):
+    release = node.current_release()
+    manifest = node.manifest()
+    assert manifest["release_id"] == release
+    assert release.startswith("0.16.0-")
+    assert manifest["vllm_version"] == "0.16.0"
+    assert manifest["status"] == "active"
+    patches = manifest["patches"]
+    assert patches["state"] == "applied" and patches["verified"] is True, patches
+    assert patches["series"] and all(f["state"] == "applied" for f in patches["files"])
+    assert manifest["inputs"]["speculative_config"] == SPECULATIVE
+    starts = manifest["starts"]
+    assert starts, manifest
+    last = starts[-1]
+    assert isinstance(last["stop_to_ready_s"], (int, float)) and 0 < last["stop_to_ready_s"] < 120
+    names = [b["name"] for b in last["backends"]]
+    assert "TRITON_MLA" in names, last["backends"]
+    # The target chose TRITON_MLA by itself: the unit forces no backend (the drafter is llama).
+    assert all(not b["forced"] for b in last["backends"]), last["backends"]
+
+
+def test_patch_status_on_the_installed_vllm_says_applied(first, node):
+    release_dir = f"{ROOT}/releases/{node.current_release()}"
+    out = node.sh(
+        f"sudo -n env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH={release_dir}/toolkit "
+        f"{release_dir}/venv/bin/python -m specdeploy.patches status --json"
+    )
+    status = json.loads(out)
+    assert status["state"] == "applied", status
+    assert status["version"] == "0.16.0"
+    assert status["site_packages"].startswith(f"{release_dir}/venv/")
+
+
+def test_cache_directories_exist_and_belong_to_the_service_user(first, node):
+    release_dir = f"{ROOT}/releases/{node.current_release()}"
+    env = dict(
+        line.split("=", 1)
+        for line in node.sh(f"cat {release_dir}/config/vllm.env").splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    names = [
+        "VLLM_CACHE_ROOT",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "FLASHINFER_WORKSPACE_BASE",
+        "DG_JIT_CACHE_DIR",
+        "HOME",
+    ]
+    paths = [env[n] for n in names]
+    assert all(p.startswith("/var/cache/specdeploy/compile/") for p in paths), env
+    out = node.sh("sudo -n stat -c '%U %F %n' " + " ".join(shlex.quote(p) for p in paths))
+    for line in out.splitlines():
+        owner, kind = line.split(" ", 1)[0], line.split(" ", 1)[1]
+        assert owner == "vllm" and kind.startswith("directory"), line
+
+
+def test_exec_start_carries_the_inventory_speculative_config(first, node, play):
+    release = node.current_release()
+    argv = exec_start_argv(node.sh(f"cat {UNIT}"))
+    assert argv[0] == f"{ROOT}/releases/{release}/venv/bin/python"
+    assert "serve" in argv
+    assert json.loads(flag_value(argv, "--speculative-config")) == SPECULATIVE
+    assert flag_value(argv, "--served-model-name") == "tiny-dsv3"
+    assert flag_value(argv, "--host") == play.address
+    assert flag_value(argv, "--port") == "8000"
+    assert flag_value(argv, "--tensor-parallel-size") == "8"
+    assert "--attention-backend" not in argv
+    # systemd parsed the same words (its own view of the unit).
+    shown = node.service("ExecStart")["ExecStart"]
+    assert f"path={argv[0]} ;" in shown
+    assert "--speculative-config " + flag_value(argv, "--speculative-config") in shown
+
+
+def test_systemd_analyze_verify_passes_on_the_rendered_unit(first, node):
+    release = node.current_release()
+    for path in (UNIT, f"{ROOT}/releases/{release}/config/vllm.service"):
+        result = node.run(f"sudo -n systemd-analyze verify {path}")
+        assert result.returncode == 0, result.stderr
+
+
+def test_second_run_changes_nothing_and_restarts_nothing(first, play, node):
+    before = node.service("MainPID", "ActiveEnterTimestamp", "ExecMainStartTimestamp")
+    listing = node.listing()
+    run = play(extra=INPUTS)
+    assert run.returncode == 0, run.tail()
+    recap = run.recap(play.host)
+    assert recap["changed"] == 0 and recap["failed"] == 0, (recap, run.changed_tasks())
+    after = node.service("MainPID", "ActiveEnterTimestamp", "ExecMainStartTimestamp")
+    assert after == before
+    assert int(after["MainPID"]) > 0
+    assert node.listing() == listing
+    print(f"no-op deploy: {run.seconds:.0f} s")
+
+
+def test_check_diff_runs_through_on_an_unchanged_node(first, play, node):
+    listing = node.listing()
+    before = node.service("MainPID", "ActiveEnterTimestamp")
+    run = play("deploy.yml", "--check", "--diff", extra=INPUTS)
+    assert run.returncode == 0, run.tail()
+    assert run.recap(play.host)["failed"] == 0
+    assert node.listing() == listing
+    assert node.service("MainPID", "ActiveEnterTimestamp") == before
+
+
+def test_check_diff_shows_a_changed_input_and_changes_nothing(first, play, node):
+    listing = node.listing()
+    before = node.service("MainPID", "ActiveEnterTimestamp")
+    changed = dict(SPECULATIVE, num_speculative_tokens=4)
+    run = play("deploy.yml", "--check", "--diff", extra={"specdeploy_speculative_config": changed})
+    assert run.returncode == 0, run.tail()
+    recap = run.recap(play.host)
+    assert recap["failed"] == 0 and recap["changed"] > 0, recap
+    # The diff of the unit shows the new speculative config.
+    assert '"num_speculative_tokens": 4' in run.stdout, run.tail()
+    assert "+++ after" in run.stdout
+    assert node.listing() == listing
+    assert node.service("MainPID", "ActiveEnterTimestamp") == before
+
+
+# ---------------------------------------------------------------- preflight refusals
+
+REFUSALS = {
+    "unsupported-version": (
+        {"specdeploy_vllm_version": "0.14.0"},
+        ["specdeploy_vllm_version", "0.14.0"],
+    ),
+    "unknown-speculative-key": (
+        {"specdeploy_speculative_config": dict(SPECULATIVE, bogus_key=1)},
+        ["specdeploy_speculative_config", "bogus_key"],
+    ),
+    "zero-speculative-tokens": (
+        {"specdeploy_speculative_config": dict(SPECULATIVE, num_speculative_tokens=0)},
+        ["specdeploy_speculative_config", "num_speculative_tokens"],
+    ),
+    "draft-tp-3-with-tp-8": (
+        {"specdeploy_speculative_config": dict(SPECULATIVE, draft_tensor_parallel_size=3)},
+        ["specdeploy_speculative_config", "draft_tensor_parallel_size"],
+    ),
+    "model-path-missing": (
+        {"specdeploy_model_path": "/srv/models/not-there"},
+        ["specdeploy_model_path", "/srv/models/not-there"],
+    ),
+    "drafter-incompatible": (
+        {
+            "specdeploy_drafter_path": BAD_DRAFTER,
+            "specdeploy_speculative_config": dict(SPECULATIVE, model=BAD_DRAFTER),
+        },
+        ["specdeploy_drafter_path", BAD_DRAFTER],
+    ),
+    "forced-mla-backend-with-speculation": (
+        {"specdeploy_attention_backend": "TRITON_MLA"},
+        ["specdeploy_attention_backend", "TRITON_MLA"],
+    ),
+    "port-taken-by-a-foreign-listener": (
+        {"specdeploy_port": FOREIGN_PORT},
+        ["specdeploy_port", str(FOREIGN_PORT)],
+    ),
+    "too-little-disk": ({"specdeploy_min_free_disk_gb": 1000000}, ["specdeploy_min_free_disk_gb"]),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_drafter(node):
+    config = json.loads((FIXTURES / "models" / "tiny-dsv3-eagle3" / "config.json").read_text())
+    config["target_hidden_size"] = config["hidden_size"] * 2  # the target's hidden size is 1024
+    node.push(f"{BAD_DRAFTER}/config.json", json.dumps(config).encode())
+    yield BAD_DRAFTER
+    node.sh(f"sudo -n rm -rf {BAD_DRAFTER}", check=False)
+
+
+@pytest.fixture
+def foreign_listener(node, play):
+    out = node.sh(
+        f"nohup setsid python3 -m http.server --bind {play.address} {FOREIGN_PORT} "
+        ">/dev/null 2>&1 < /dev/null & echo $!"
+    )
+    pid = int(out.strip())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if node.sh(f"ss -Htln 'sport = :{FOREIGN_PORT}'", check=False).strip():
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("the foreign listener did not come up")
+    yield pid
+    node.sh(f"kill {pid}", check=False)
+
+
+@pytest.mark.parametrize("case", list(REFUSALS), ids=list(REFUSALS))
+def test_preflight_refuses_and_leaves_the_node_unchanged(case, first, play, node, request):
+    extra, words = REFUSALS[case]
+    if case == "drafter-incompatible":
+        request.getfixturevalue("bad_drafter")
+    if case == "port-taken-by-a-foreign-listener":
+        request.getfixturevalue("foreign_listener")
+    listing = node.listing()
+    before = node.service("MainPID", "ActiveEnterTimestamp")
+    run = play(extra={**INPUTS, **extra})
+    assert run.returncode != 0, run.tail()
+    message = run.failure_message()
+    for word in words:
+        assert word in message, (word, message)
+    # It stopped in the first play (the preflight): no later stage ran.
+    assert "TASK [preflight : " in run.stdout
+    assert "TASK [vllm_release" not in run.stdout and "TASK [gpu_node" not in run.stdout, run.tail()
+    assert node.listing() == listing
+    assert node.service("MainPID", "ActiveEnterTimestamp") == before
