@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -79,6 +80,7 @@ MAX_INSTANCES = 32
 GROUP_VARS = REPO / "inventory" / "sandbox-group_vars"  # linked as <inventory>/group_vars
 NVIDIA_SMI_FIXTURES = REPO / "tests" / "fixtures" / "nvidia-smi"
 DEFAULT_SCENARIO = "healthy"
+HW_TREE = Path("/etc/specdeploy-sandbox/hw")  # the doctor's fake hardware (hwtree.py)
 MASKED_UNITS = (  # nothing of these is wanted in a throw-away node; they only cost boot time
     "getty.target",
     "console-getty.service",
@@ -502,6 +504,7 @@ def prepare_layer(node: Node, lower: Path) -> str:
     os.chown(upper / home / ".ssh", *uid_gid)
     os.chmod(upper / home / ".ssh", 0o700)
     install_nvidia_smi(upper, lower)
+    install_hw_tree(upper, lower)
     put(
         upper,
         lower,
@@ -525,6 +528,26 @@ def install_nvidia_smi(upper: Path, lower: Path) -> None:
             scenario.read_bytes(),
         )
     put(upper, lower, "etc/specdeploy-sandbox/nvidia-smi-scenario", DEFAULT_SCENARIO + "\n")
+
+
+def install_hw_tree(upper: Path, lower: Path) -> None:
+    """The healthy fake /sys, /proc and kernel log (hwtree.py) at HW_TREE, for the doctor's
+    --root / --kernel-log (inventory/sandbox-group_vars/gpu_nodes.yml points there)."""
+    script = NVIDIA_SMI_FIXTURES / "hwtree.py"
+    spec = importlib.util.spec_from_file_location("specdeploy_sandbox_hwtree", script)
+    if spec is None or spec.loader is None or not script.is_file():
+        raise SandboxError(f"hardware tree builder missing: {script}")
+    hwtree = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hwtree)
+    rel = HW_TREE.relative_to("/")
+    put(upper, lower, f"{rel}/.keep", "")  # makes the parents like any other file of the layer
+    target = upper / rel
+    (target / ".keep").unlink()
+    hwtree.build(target, DEFAULT_SCENARIO)
+    for path in [target, *target.rglob("*")]:
+        if not path.is_symlink():
+            os.chown(path, 0, 0)
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
 
 
 # ---------------------------------------------------------------- cgroups

@@ -108,6 +108,26 @@ def test_table_has_the_real_layout():
     assert "No running processes found" in smi().stdout
 
 
+ECC_QUERY = (
+    "--query-gpu=index,ecc.errors.uncorrected.volatile.total,"
+    "ecc.errors.uncorrected.aggregate.total,retired_pages.pending,remapped_rows.pending,"
+    "remapped_rows.failure"
+)
+
+
+def test_ecc_and_row_remapper_fields_like_a_real_580_driver():
+    healthy = smi(ECC_QUERY, "--format=csv,noheader,nounits").stdout.splitlines()
+    assert healthy == [f"{i}, 0, 0, [N/A], No, No" for i in range(8)]
+    broken = smi(ECC_QUERY, "--format=csv,noheader,nounits", scenario="ecc_errors").stdout
+    assert broken.splitlines()[6] == "6, 2, 5, [N/A], Yes, No"
+    assert [line for line in broken.splitlines() if line != "6, 2, 5, [N/A], Yes, No"] == [
+        line for line in healthy if not line.startswith("6, ")
+    ]
+    table = smi(scenario="ecc_errors").stdout.splitlines()
+    gpu_rows = [line for line in table if "NVIDIA RTX PRO 6000" in line]
+    assert [row.split("|")[3].strip() for row in gpu_rows] == ["0"] * 6 + ["2", "0"]
+
+
 def test_scenario_can_be_given_as_a_json_path():
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVIDIA_SMI_REPLAY")}
     env["NVIDIA_SMI_REPLAY_SCENARIO"] = str(HERE / "scenarios" / "seven_gpus.json")

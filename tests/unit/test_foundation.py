@@ -1,0 +1,73 @@
+"""The floor everything stands on: targets, the knob documentation, the shipped SSH settings."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+REQUIRED_TARGETS = [
+    "setup",
+    "demo",
+    "test",
+    "lint",
+    "bench",
+    "deploy",
+    "rollback",
+    "validate",
+    "status",
+    "schedule",
+    "sandbox-up",
+    "sandbox-down",
+    "clean",
+]
+
+
+def test_make_help_lists_every_target_with_one_line() -> None:
+    out = subprocess.run(
+        ["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    listed = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    missing = [t for t in REQUIRED_TARGETS if t not in listed]
+    assert not missing, f"make help does not list {missing}"
+    assert all(len(listed[t].split(None, 1)) == 2 for t in REQUIRED_TARGETS)
+
+
+def test_production_inventory_documents_every_knob() -> None:
+    defaults = yaml.safe_load((REPO / "roles/specdeploy/defaults/main.yml").read_text())
+    documented = (REPO / "inventory/production/group_vars/gpu_nodes.yml").read_text()
+    missing = [k for k in defaults if not re.search(rf"^#? ?{re.escape(k)}:", documented, re.M)]
+    assert not missing, f"knobs missing from the production group_vars: {missing}"
+
+
+def test_every_knob_has_an_argument_spec() -> None:
+    defaults = yaml.safe_load((REPO / "roles/specdeploy/defaults/main.yml").read_text())
+    specs = yaml.safe_load((REPO / "roles/specdeploy/meta/argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    assert sorted(set(defaults) - set(options)) == []
+    assert sorted(set(options) - set(defaults)) == []
+
+
+def test_shipped_ssh_settings_keep_host_key_checking_on() -> None:
+    config = configparser.ConfigParser()
+    config.read(REPO / "ansible.cfg")
+    assert config.getboolean("defaults", "host_key_checking")
+    for path in REPO.glob("inventory/**/*.yml"):
+        text = path.read_text()
+        assert "StrictHostKeyChecking=no" not in text, path
+        assert "host_key_checking: false" not in text, path
+
+
+def test_production_inventory_targets_no_real_address() -> None:
+    hosts = yaml.safe_load((REPO / "inventory/production/hosts.yml").read_text())
+    for host in hosts["all"]["children"]["gpu_nodes"]["hosts"].values():
+        assert host["ansible_host"].endswith(".invalid"), "placeholder must not resolve"
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    assert "make test" in (REPO / ".ci/run").read_text()
+    assert "make test" in (REPO / "README.md").read_text()
