@@ -129,6 +129,20 @@ def init_release(
         manifest = json.loads(path.read_text())
         if manifest.get("status") in SELECTABLE and manifest.get("inputs") == inputs:
             return {"changed": False, "status": manifest["status"], "rebuilt": False}
+        if (
+            manifest.get("status") == "failed"
+            and manifest.get("inputs") == inputs
+            and manifest.get("failure_stage") == "serve"
+        ):
+            # Built and verified, then failed while serving (readiness, smoke, gate): its files
+            # are what a rebuild would produce. Deploying it again retries it as it is; the
+            # deploy verifies its patch state again before it can be activated.
+            manifest["status"] = "verified"
+            manifest.setdefault("history", []).append(
+                {"at": _now(), "status": "verified", "reason": "deployed again after a failure"}
+            )
+            _write_json_atomic(path, manifest)
+            return {"changed": True, "status": "verified", "rebuilt": False, "retry": True}
         if current_release(root) == release_id:
             raise ReleaseError(
                 f"release {release_id!r} is what `current` points at but is "
@@ -168,6 +182,7 @@ def update_release(
     status: str | None,
     reason: str | None,
     from_status: str | None = None,
+    failure_stage: str | None = None,
 ) -> dict[str, Any]:
     """Merge `fields` into the manifest and move it to `status`; unchanged content is not written.
 
@@ -175,6 +190,7 @@ def update_release(
     deployed again keeps its `active`).
     """
     manifest = read_manifest(root, release_id)
+    building = manifest.get("status") == "building"
     if from_status is not None and manifest.get("status") != from_status:
         status = None
     updated = json.loads(json.dumps(manifest))
@@ -194,6 +210,10 @@ def update_release(
             updated.setdefault("history", []).append(entry)
         if reason and status == "failed":
             updated["failure_reason"] = reason
+        if status == "failed":
+            # "serve": built, verified, then failed while serving (a retry reuses it as it is);
+            # "build": failed while being built (a retry rebuilds it from scratch).
+            updated["failure_stage"] = failure_stage or ("build" if building else "serve")
     if updated == manifest:
         return {"changed": False, "status": manifest.get("status")}
     _write_json_atomic(manifest_path(root, release_id), updated)
@@ -382,6 +402,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--status", choices=STATUSES)
     p.add_argument("--reason")
     p.add_argument("--from-status", choices=STATUSES, help="change status only from this one")
+    p.add_argument(
+        "--failure-stage",
+        choices=("build", "serve"),
+        help="with --status failed: build (rebuilt on retry) or serve (reused on retry)",
+    )
     p = sub.add_parser("record-start", help="append a start record to the manifest")
     p.add_argument("release_id")
     p.add_argument("--start-json", required=True)
@@ -415,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.status,
                 args.reason,
                 args.from_status,
+                args.failure_stage,
             )
         elif args.command == "record-start":
             result = record_start(root, args.release_id, json.loads(args.start_json))

@@ -162,7 +162,7 @@ def test_second_run_changes_nothing_and_restarts_nothing(first, play, node):
     run = play(extra=INPUTS)
     assert run.returncode == 0, run.tail()
     recap = run.recap(play.host)
-    assert recap["changed"] == 0 and recap["failed"] == 0, (recap, run.changed_tasks())
+    assert recap["changed"] == 0 and recap["failed"] == 0, f"{recap}: {run.changed_tasks()}"
     after = node.service("MainPID", "ActiveEnterTimestamp", "ExecMainStartTimestamp")
     assert after == before
     assert int(after["MainPID"]) > 0

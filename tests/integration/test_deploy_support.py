@@ -30,7 +30,11 @@ RECAP = re.compile(
     r"\s+failed=(?P<failed>\d+)",
     re.M,
 )
-FATAL = re.compile(r"^(?:fatal|failed): \[(?P<host>[^\]]+)\]: FAILED! => (?P<json>\{.*\})$", re.M)
+# `fatal: [host]: FAILED! => {...}`, or per loop item `failed: [host] (item=...) => {...}`.
+FATAL = re.compile(
+    r"^(?:fatal|failed): \[(?P<host>[^\]]+)\](?::| \(item=.*?\)) (?:FAILED! )?=> (?P<json>\{.*\})$",
+    re.M,
+)
 
 
 @dataclass

@@ -76,8 +76,9 @@ def test_healthy_node_passes_and_derives_triton_mla_with_p2p(tmp_path, smi, caps
     assert rc == 0, report["failures"]
     assert report["ok"] and report["failed"] == []
     problems = {n: s for n, s in statuses(report).items() if s != "pass"}
-    # The replay has no ECC counters: that is a warning, never a silent pass.
-    assert problems == {"ecc": "warn"}, report["table"]
+    # The replay answers the ECC / row-remapper fields like a real 580 driver: all clean.
+    assert problems == {}, report["table"]
+    assert "(4 counters)" in check(report, "ecc")["message"]
     derived = report["derived"]
     assert derived["attention_backend"] == "TRITON_MLA"
     assert derived["compute_capability"] == "12.0"
@@ -407,3 +408,12 @@ def test_parsers():
     assert doctor.version_at_least("580.95.05", "580.65.06")
     assert not doctor.version_at_least("570.26", "570.86.10")
     assert doctor.version_at_least("580", "580.0.0")
+
+
+def test_ecc_errors_scenario_fails_the_ecc_check(tmp_path, smi, capsys):
+    rc, report = run(capsys, smi("ecc_errors"), hw(tmp_path, "healthy"))
+    assert rc == 1 and report["failed"] == ["ecc"]
+    message = check(report, "ecc")["message"]
+    assert "GPU 6: 2 uncorrected ECC errors" in message
+    assert "GPU 6: 5 uncorrected ECC errors (ecc.errors.uncorrected.aggregate.total)" in message
+    assert "GPU 6: remapped_rows.pending" in message and "GPU 5" not in message

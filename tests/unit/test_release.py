@@ -172,3 +172,16 @@ def test_cli_target_prints_json(tmp_path):
     assert rc == 0 and out["target"] == "a" and out["current"] == "b"
     rc, out = run_cli(tmp_path, "target", "--to", "nope")
     assert rc == 1 and "does not exist" in out["error"]
+
+
+def test_a_release_that_failed_while_serving_is_retried_as_it_is(tmp_path):
+    make(tmp_path, "a")
+    (tmp_path / "releases" / "a" / "venv").mkdir()
+    release.update_release(tmp_path, "a", {}, "failed", "gate: speed-up 0.4", None, "serve")
+    out = release.init_release(tmp_path, "a", {"id": "a"})
+    assert out["retry"] and out["status"] == "verified" and not out["rebuilt"]
+    assert (tmp_path / "releases" / "a" / "venv").is_dir()
+    # other inputs under the same id, or a build failure: rebuilt from scratch
+    release.update_release(tmp_path, "a", {}, "failed", "build: disk full", None, "build")
+    assert release.init_release(tmp_path, "a", {"id": "a"})["rebuilt"]
+    assert not (tmp_path / "releases" / "a" / "venv").exists()
