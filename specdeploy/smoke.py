@@ -237,7 +237,8 @@ def run_smoke(client: Client, cfg: SmokeConfig) -> list[StageResult]:
                     ),
                     None,
                 )
-            return False, str(e), None
+            # An HTTP status is an answer (value set); no status means no answer (value None).
+            return False, str(e), None if e.status is None else str(e.status)
         return status == 200, f"GET /health -> {status}", str(status)
 
     def models() -> tuple[bool, str, str | None]:

@@ -19,6 +19,7 @@ from test_deploy_support import (
     UNIT,
     Deploy,
     NodeState,
+    assert_unchanged,
     exec_start_argv,
     flag_value,
     stage_models,
@@ -166,7 +167,7 @@ def test_second_run_changes_nothing_and_restarts_nothing(first, play, node):
     after = node.service("MainPID", "ActiveEnterTimestamp", "ExecMainStartTimestamp")
     assert after == before
     assert int(after["MainPID"]) > 0
-    assert node.listing() == listing
+    assert_unchanged(listing, node.listing())
     print(f"no-op deploy: {run.seconds:.0f} s")
 
 
@@ -176,7 +177,7 @@ def test_check_diff_runs_through_on_an_unchanged_node(first, play, node):
     run = play("deploy.yml", "--check", "--diff", extra=INPUTS)
     assert run.returncode == 0, run.tail()
     assert run.recap(play.host)["failed"] == 0
-    assert node.listing() == listing
+    assert_unchanged(listing, node.listing())
     assert node.service("MainPID", "ActiveEnterTimestamp") == before
 
 
@@ -191,7 +192,7 @@ def test_check_diff_shows_a_changed_input_and_changes_nothing(first, play, node)
     # The diff of the unit shows the new speculative config.
     assert '"num_speculative_tokens": 4' in run.stdout, run.tail()
     assert "+++ after" in run.stdout
-    assert node.listing() == listing
+    assert_unchanged(listing, node.listing())
     assert node.service("MainPID", "ActiveEnterTimestamp") == before
 
 
@@ -281,5 +282,5 @@ def test_preflight_refuses_and_leaves_the_node_unchanged(case, first, play, node
     # It stopped in the first play (the preflight): no later stage ran.
     assert "TASK [preflight : " in run.stdout
     assert "TASK [vllm_release" not in run.stdout and "TASK [gpu_node" not in run.stdout, run.tail()
-    assert node.listing() == listing
+    assert_unchanged(listing, node.listing())
     assert node.service("MainPID", "ActiveEnterTimestamp") == before

@@ -175,6 +175,14 @@ class NodeState:
         )
 
 
+def assert_unchanged(before: list[str], after: list[str]) -> None:
+    """The node listing is the same; otherwise show what appeared, went or changed."""
+    gone, new = sorted(set(before) - set(after)), sorted(set(after) - set(before))
+    assert before == after, (
+        f"node changed:\n- {chr(10).join(gone[:40])}\n+ {chr(10).join(new[:40])}"
+    )
+
+
 def stage_models(deploy: Deploy) -> None:
     run = deploy("tests/playbooks/stage-models.yml")
     assert run.returncode == 0, run.tail()
