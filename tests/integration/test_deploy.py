@@ -189,9 +189,9 @@ def test_check_diff_shows_a_changed_input_and_changes_nothing(first, play, node)
     assert run.returncode == 0, run.tail()
     recap = run.recap(play.host)
     assert recap["failed"] == 0 and recap["changed"] > 0, recap
-    # The diff of the unit shows the new speculative config.
-    assert '"num_speculative_tokens": 4' in run.stdout, run.tail()
-    assert "+++ after" in run.stdout
+    # The diff of the rendered unit shows the new speculative config on its ExecStart line.
+    added = [line for line in run.stdout.splitlines() if line.startswith("+ExecStart=")]
+    assert any('"num_speculative_tokens": 4' in line for line in added), run.tail()
     assert_unchanged(listing, node.listing())
     assert node.service("MainPID", "ActiveEnterTimestamp") == before
 
