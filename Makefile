@@ -48,7 +48,7 @@ lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check a
 	$(BIN)/ruff format --check .
 
 test: setup lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python tests/run_groups.py -- $(PYTEST_ARGS)
 
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m specdeploy.demo
