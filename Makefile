@@ -19,7 +19,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
 
-.PHONY: help setup demo test lint bench deploy rollback validate status schedule unschedule \
+.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -49,6 +49,9 @@ lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check a
 
 test: setup lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
 	$(BIN)/python tests/run_groups.py -- $(PYTEST_ARGS)
+
+test-faults: setup ## the fault-injection suite alone (real faults on sandbox nodes; slow)
+	SPECDEPLOY_TEST_FAULTS=1 $(BIN)/pytest -p no:cacheprovider tests/integration/test_faults.py $(PYTEST_ARGS)
 
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m specdeploy.demo

@@ -42,10 +42,19 @@ from pathlib import Path
 from typing import Any
 
 LOCK_NAME = ".deploy.lock"
+# Outside the release root: taking and giving back the lock must not touch what a no-op
+# deploy promises to leave unchanged (the root's listing, its mtime).
+LOCK_DIR = Path("/run/lock/specdeploy")
+
+
+def lock_dir(root: Path) -> Path:
+    path = LOCK_DIR / str(root).strip("/").replace("/", "_")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def lock_path(root: Path) -> Path:
-    return root / LOCK_NAME
+    return lock_dir(root) / LOCK_NAME
 
 
 def read_owner(root: Path) -> dict[str, Any] | None:
@@ -86,7 +95,7 @@ def acquire(
         if not (expired or gone):
             return _held(root, now, held)
         # Move the stale lock aside first: of two runs breaking it, one gets it.
-        aside = root / f"{LOCK_NAME}.stale-{uuid.uuid4().hex[:8]}"
+        aside = lock_dir(root) / f"{LOCK_NAME}.stale-{uuid.uuid4().hex[:8]}"
         with contextlib.suppress(FileNotFoundError):
             os.rename(lock_path(root), aside)
             moved = read_owner_file(aside) or {}
@@ -103,7 +112,7 @@ def acquire(
         "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
         "taken_at_epoch": now,
     }
-    tmp = root / f"{LOCK_NAME}.{owner['token']}.tmp"
+    tmp = lock_dir(root) / f"{LOCK_NAME}.{owner['token']}.tmp"
     tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
     os.chmod(tmp, 0o644)
     try:

@@ -26,6 +26,10 @@ COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 def sessions() -> list[tuple[str, list[str]]]:
     """Quick tiers together; every integration module alone (slowest first)."""
     integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
+    if os.environ.get("SPECDEPLOY_TEST_FAULTS") != "1":
+        # The fault-injection suite (issue 7) is not yet reliable inside make test's budget;
+        # `make test-faults` runs it on its own.
+        integration = [p for p in integration if p.name != "test_faults.py"]
     slow_first = sorted(integration, key=lambda p: -p.stat().st_size)
     return [
         ("patches", ["tests/patches"]),

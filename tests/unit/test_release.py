@@ -84,9 +84,9 @@ def test_failed_and_pruned_releases_are_no_rollback_target(tmp_path):
         release.activate(tmp_path, rid, "deploy")
     release.update_release(tmp_path, "b", {}, "failed", "gate: acceptance 1.2 < 1.5")
     assert release.rollback_target(tmp_path, "")["target"] == "a"
-    with pytest.raises(release.ReleaseError, match="failed.*acceptance 1.2"):
+    with pytest.raises(release.ReleaseError, match=r"failed.*acceptance 1\.2"):
         release.rollback_target(tmp_path, "b")
-    with pytest.raises(release.ReleaseError, match="does not exist.*known: a, b, c"):
+    with pytest.raises(release.ReleaseError, match=r"does not exist.*known: a, b, c"):
         release.rollback_target(tmp_path, "zzz")
     with pytest.raises(release.ReleaseError, match="already current"):
         release.rollback_target(tmp_path, "c")

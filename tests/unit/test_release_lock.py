@@ -47,10 +47,10 @@ def test_release_only_by_its_owner(tmp_path):
     deploy_lock.acquire(tmp_path, owner("t1"), 3600)
     rc, out = cli("release", "--root", str(tmp_path), "--token", "t2")
     assert rc == 1 and not out["released"]
-    assert (tmp_path / ".deploy.lock").exists()
+    assert deploy_lock.lock_path(tmp_path).exists()
     rc, out = cli("release", "--root", str(tmp_path), "--token", "t1")
     assert rc == 0 and out["released"]
-    assert not (tmp_path / ".deploy.lock").exists()
+    assert not deploy_lock.lock_path(tmp_path).exists()
 
 
 def test_a_lock_of_a_killed_run_is_detected_and_broken(tmp_path):
@@ -86,7 +86,7 @@ def test_a_foreign_lock_expires(tmp_path):
 
 
 def test_a_corrupt_lock_is_stale(tmp_path):
-    (tmp_path / ".deploy.lock").write_text("{half")
+    deploy_lock.lock_path(tmp_path).write_text("{half")
     assert deploy_lock.acquire(tmp_path, owner("new"), 3600)["acquired"]
 
 
