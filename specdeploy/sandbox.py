@@ -618,6 +618,27 @@ def known_nodes() -> dict[str, Node]:
     return dict(sorted(nodes.items(), key=lambda item: item[1].index))
 
 
+# The node's supervisor (the shell that holds the node's mount namespace; Node.pid is its pid).
+# `systemctl reboot` inside a `systemd-nspawn --boot` container makes nspawn exit with status
+# 133; the supervisor then boots the node again on the same overlay (writable layer, host keys),
+# as systemd-nspawn@.service's RestartForceExitStatus=133 does. Any other exit ends the node.
+# SIGTERM (stop_nodes) is passed on to nspawn (an orderly poweroff) and ends the loop.
+SUPERVISOR = """
+stopping=0
+trap 'stopping=1; kill -TERM $child 2>/dev/null' TERM INT HUP
+boots=1
+while :; do
+  NSPAWN &
+  child=$!
+  rc=0; wait $child || rc=$?
+  while kill -0 $child 2>/dev/null; do rc=0; wait $child || rc=$?; done
+  if [ $rc -ne 133 ] || [ $stopping -ne 0 ] || [ $boots -ge 100 ]; then exit $rc; fi
+  boots=$((boots + 1))
+  echo "specdeploy-sandbox: the node rebooted (nspawn exit 133); boot $boots, same disk"
+done
+"""
+
+
 def start_node(node: Node, lower: Path, hosts_line_out: dict[str, str]) -> None:
     node.dir.mkdir(parents=True, exist_ok=True)
     hosts_line_out[node.name] = prepare_layer(node, lower)
@@ -647,11 +668,12 @@ def start_node(node: Node, lower: Path, hosts_line_out: dict[str, str]) -> None:
         f"--bind-ro={wheelhouse}:/srv/wheelhouse",
     ]
     # The overlay lives in a private mount namespace: it vanishes with the node, whatever
-    # happens to this process. The shell joins the node's cgroups, then becomes nspawn.
+    # happens to this process. The shell joins the node's cgroups, mounts the overlay and
+    # supervises nspawn (see SUPERVISOR): a reboot inside the node boots it again, same disk.
     joins = "".join(f"echo $$ > {shlex.quote(str(g / 'cgroup.procs'))}; " for g in groups)
     script = (
         f"{joins}mount -t overlay specdeploy-{node.name} -o {shlex.quote(overlay)} "
-        f"{shlex.quote(str(root))} && exec {shlex.join(nspawn)}"
+        f"{shlex.quote(str(root))} || exit 1\n" + SUPERVISOR.replace("NSPAWN", shlex.join(nspawn))
     )
     console = open(node.dir / "console.log", "wb")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
@@ -881,6 +903,14 @@ def mounts_under(path: Path) -> list[str]:
             if point == str(path) or point.startswith(prefix):
                 found.append(point)
     return sorted(found, key=len, reverse=True)
+
+
+def parent_pid(pid: int) -> int:
+    """The parent of a process (0 when it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def nspawn_processes(all_instances: bool = False) -> list[int]:

@@ -192,7 +192,7 @@ def test_nvidia_smi_replay_answers_like_the_real_tool(sandbox):
 def test_up_keeps_running_nodes_and_replaces_a_crashed_one(sandbox):
     cluster = sandbox(2)
     one, two = cluster.nodes[:2]
-    os.kill(two.pid, signal.SIGKILL)  # nspawn dies hard; its container is orphaned
+    os.kill(two.pid, signal.SIGKILL)  # the node's supervisor dies hard; nspawn is orphaned
     deadline = time.monotonic() + 10
     while sb.Node.load(two.dir / "node.json").alive() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -203,6 +203,45 @@ def test_up_keeps_running_nodes_and_replaces_a_crashed_one(sandbox):
     assert new_one.pid == one.pid  # kept
     assert new_two.pid != two.pid  # replaced
     assert again.ssh(new_two, "hostname", check=True).stdout.strip() == "sandbox-node2"
+
+
+def init_started(cluster, node) -> str:
+    """When the node's PID 1 started (host clock ticks): a new value means a new boot."""
+    result = cluster.ssh(node, "cut -d' ' -f22 /proc/1/stat", timeout=20)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def test_a_reboot_inside_a_node_boots_it_again_on_the_same_disk(sandbox):
+    cluster = sandbox(1)
+    node = cluster.nodes[0]
+    cluster.ssh(node, "echo before-reboot | sudo -n tee /var/lib/specdeploy-reboot-marker", True)
+    first_boot = init_started(cluster, node)
+    assert first_boot
+    cluster.ssh(node, "sudo -n systemctl reboot", timeout=30)  # the connection may drop
+    deadline = time.monotonic() + 180
+    while init_started(cluster, node) in ("", first_boot):
+        assert time.monotonic() < deadline, "the node did not come back after the reboot"
+        time.sleep(0.5)
+    # the same node: same disk (the writable layer), same host key (checked), same supervisor
+    again = cluster.ssh(node, "hostname; cat /var/lib/specdeploy-reboot-marker", check=True)
+    assert again.stdout.split() == [node.hostname, "before-reboot"]
+    assert cluster.ssh(node, "ps -p 1 -o comm=", check=True).stdout.strip() == "systemd"
+    state = sb.Node.load(node.dir / "node.json")
+    assert state is not None and state.pid == node.pid and state.alive()
+    row = next(r for r in sb.status() if r["name"] == node.name)
+    assert (row["state"], row["sshd"]) == ("running", True)
+    assert "the node rebooted (nspawn exit 133)" in (node.dir / "console.log").read_text()
+    nspawn = [pid for pid in sb.nspawn_processes() if sb.parent_pid(pid) == node.pid]
+    assert len(nspawn) == 1  # booted again by the node's own supervisor
+    result = subprocess.run(
+        [sys.executable, "-m", "specdeploy.sandbox", "down"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert leftovers([node.pid, *nspawn]) == []
 
 
 def test_down_leaves_nothing_behind(sandbox):
@@ -257,7 +296,7 @@ def test_a_hard_killed_session_is_cleaned_up_by_the_next(sandbox):
     assert cluster.nodes[0].pid not in [n.pid for n in running]
     assert [pid for pid in (n.pid for n in running) if Path(f"/proc/{pid}").exists()] == []
     assert [(r["name"], r["state"]) for r in sb.status()] == [("node1", "running")]
-    assert sb.nspawn_processes() == [cluster.nodes[0].pid]
+    assert [sb.parent_pid(pid) for pid in sb.nspawn_processes()] == [cluster.nodes[0].pid]
 
 
 def test_an_interrupted_test_session_leaves_nothing_behind(sandbox):
