@@ -89,8 +89,9 @@ schedule: $(VENV)/.stamp ## install the validation timer on the controller (INVE
 unschedule: $(VENV)/.stamp ## remove the validation timer (history and reports stay)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/unschedule.yml $(EXTRA)
 
-bench: $(VENV)/.stamp ## deploy/re-deploy/rollback timings on 1, 2, 4 sandbox nodes
-	@echo "make bench: not built yet (issue 8: fleets and the benchmark)"; exit 1
+BENCH_ARGS  ?=
+bench: setup ## deploy/no-op/rollback wall times on 1, 2, 4 sandbox nodes -> docs/bench.md (BENCH_ARGS=)
+	$(BIN)/python -m specdeploy.bench $(BENCH_ARGS)
 
 clean: ## remove the venv, stamps and generated inventory (keeps the download cache)
 	-$(BIN)/python -m specdeploy.sandbox down 2>/dev/null

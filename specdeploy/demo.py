@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,6 +88,23 @@ def node_status() -> dict:
     }
 
 
+def completion(address: str) -> str:
+    """Ask the serving release for a completion over HTTP, from the controller."""
+    body = json.dumps({"model": "tiny-dsv3", "prompt": "one two", "max_tokens": 6}).encode()
+    request = urllib.request.Request(
+        f"http://{address}:8000/v1/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())["choices"][0]["text"]
+    except (OSError, ValueError, KeyError) as error:
+        raise StepFailed(
+            f"the rolled-back release does not answer on {address}: {error}"
+        ) from error
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", action="store_true", help="leave the sandbox node running")
@@ -149,11 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             raise StepFailed(
                 f"rollback serves {back.get('current')}, expected {first.get('current')}"
             )
+        say(f"    and it answers: {completion(sandbox.node_address(1))!r}")
 
         say("7/7 make status")
         out, _ = run("status", [*PLAYBOOK, "-i", inventory, "playbooks/status.yml"])
         for line in out.splitlines():
-            if "sandbox-node" in line and "RELEASE" not in line and '"' in line:
+            if ("sandbox-node" in line or "fleet:" in line) and '"' in line:
                 say("    " + line.strip().strip('",'))
         say(f"done: deployed, re-deployed with changed=0, validated, rolled back. Logs: {LOGS}")
         return 0

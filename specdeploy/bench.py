@@ -1,0 +1,248 @@
+"""`make bench`: wall times of deploy.yml, a no-op re-deploy and a rollback on 1, 2 and 4 nodes.
+
+Every figure is a real ansible-playbook run against sandbox nodes (systemd-nspawn, real SSH and
+systemd, the real vLLM wheel patched, the CI stand-in serving), on a sandbox instance of its own
+(a developer's `make sandbox-up` nodes are left alone). Per node count and repeat: fresh nodes,
+then a first deploy of release A; on the first repeat also a deploy of release B (4 speculative
+tokens instead of 3), then no-op re-deploys and rollbacks (alternating B -> A -> B). The
+rollout uses deploy.yml's default stages; the settle check is shortened to 5 s (a wait by
+policy, not toolkit work). The stand-in's own start (stop to ready, from the release manifests)
+is reported separately. Medians with min-max; T(n)/T(1) ratios of the medians; the slowest
+roles of the no-op re-deploy (profile_tasks). Writes docs/bench.md (and --json).
+Exit codes: 0 ok, 1 a run failed, 2 environment error (not root, no venv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+LOGS = REPO / "build" / "bench"
+SPECULATIVE = {"method": "eagle3", "model": "/srv/models/tiny-dsv3-eagle3"}
+COMMON = {"rollback_settle_s": 5}
+RELEASE_A = {
+    **COMMON,
+    "specdeploy_speculative_config": {**SPECULATIVE, "num_speculative_tokens": 3},
+}
+RELEASE_B = {
+    **COMMON,
+    "specdeploy_speculative_config": {**SPECULATIVE, "num_speculative_tokens": 4},
+}
+OPERATIONS = ("first deploy", "no-op re-deploy", "rollback")
+# profile_tasks lines: "role : task name ---- 1.23s"
+TASK_TIME = re.compile(r"^(?P<name>.+?) -+ (?P<seconds>[\d.]+)s$", re.M)
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
+
+
+class BenchError(Exception):
+    pass
+
+
+def playbook(inventory: Path, name: str, extra: dict | None, log: Path) -> tuple[float, str]:
+    """Run one playbook; its wall seconds and output. A failed run stops the bench."""
+    argv = [str(PLAYBOOK), "-i", str(inventory), str(REPO / name)]
+    if extra:
+        argv += ["-e", json.dumps(extra)]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env["ANSIBLE_CALLBACK_PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "400"
+    started = time.monotonic()
+    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise BenchError(f"{name} exited {result.returncode}; log {log}")
+    return seconds, result.stdout
+
+
+def changed(output: str) -> int:
+    return sum(int(m[1]) for m in RECAP.findall(output))
+
+
+def role_seconds(output: str) -> dict[str, float]:
+    """Seconds per role (or play-level task) from the profile_tasks recap."""
+    recap = output.split("TASKS RECAP", 1)[-1]
+    totals: dict[str, float] = defaultdict(float)
+    for match in TASK_TIME.finditer(recap):
+        name = match["name"].strip()
+        totals[name.split(" : ", 1)[0] if " : " in name else "(play tasks)"] += float(
+            match["seconds"]
+        )
+    return dict(totals)
+
+
+def server_start_seconds(cluster, root: str = "/opt/specdeploy") -> list[float]:
+    """The last stop-to-ready of the current release on each node (the stand-in's start)."""
+    out = []
+    for node in cluster.nodes:
+        text = cluster.ssh(node, f"sudo -n cat {root}/current/manifest.json", check=True).stdout
+        starts = json.loads(text).get("starts") or []
+        if starts:
+            out.append(float(starts[-1].get("stop_to_ready_s") or 0.0))
+    return out
+
+
+def median_spread(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 1),
+        "min": round(min(values), 1),
+        "max": round(max(values), 1),
+        "n": len(values),
+    }
+
+
+def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
+    from specdeploy.sandbox import Session
+
+    times: dict[str, list[float]] = {op: [] for op in OPERATIONS}
+    starts: dict[str, list[float]] = {op: [] for op in OPERATIONS}
+    profile: dict[str, list[float]] = defaultdict(list)
+    for repeat in range(first_repeats):
+        session = Session()
+        try:
+            cluster = session(count)
+            inventory = Path(cluster.inventory).parent
+            logs = LOGS / f"{count}-nodes" / f"repeat-{repeat + 1}"
+            playbook(inventory, "tests/playbooks/stage-models.yml", None, logs / "stage.log")
+            seconds, _ = playbook(inventory, "deploy.yml", RELEASE_A, logs / "first.log")
+            times["first deploy"].append(seconds)
+            starts["first deploy"] += server_start_seconds(cluster)
+            say(f"{count} node(s), repeat {repeat + 1}: first deploy {seconds:.1f} s")
+            if repeat:
+                continue
+            playbook(inventory, "deploy.yml", RELEASE_B, logs / "release-b.log")
+            current = RELEASE_B
+            for index in range(repeats):
+                seconds, out = playbook(
+                    inventory, "deploy.yml", current, logs / f"noop-{index}.log"
+                )
+                if changed(out):
+                    raise BenchError(f"no-op re-deploy changed {changed(out)} things: {logs}")
+                times["no-op re-deploy"].append(seconds)
+                for role, value in role_seconds(out).items():
+                    profile[role].append(value)
+                seconds, _ = playbook(
+                    inventory, "playbooks/rollback.yml", None, logs / f"rollback-{index}.log"
+                )
+                times["rollback"].append(seconds)
+                starts["rollback"] += server_start_seconds(cluster)
+                current = RELEASE_A if current is RELEASE_B else RELEASE_B
+                say(
+                    f"{count} node(s): no-op {times['no-op re-deploy'][-1]:.1f} s, "
+                    f"rollback {seconds:.1f} s"
+                )
+        finally:
+            session.close()
+    return {
+        "nodes": count,
+        "times": {op: median_spread(v) for op, v in times.items() if v},
+        "server_start": {op: median_spread(v) for op, v in starts.items() if v},
+        "noop_profile": {
+            role: round(statistics.median(v), 1)
+            for role, v in sorted(profile.items(), key=lambda kv: -statistics.median(kv[1]))
+        },
+    }
+
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "memory_gib": f"{mem_kb / 1048576:.0f}",
+        "kernel": platform.release(),
+        "load_at_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def render(results: list[dict], host: dict[str, str], started: str) -> str:
+    base = next((r for r in results if r["nodes"] == 1), None)
+    lines = [
+        "# Benchmark: deploy, no-op re-deploy and rollback on sandbox nodes",
+        "",
+        f"GENERATED by `make bench` (specdeploy/bench.py) on {started}; do not edit.",
+        f"Machine: {host['cpu']}, {host['cores']} cores, {host['memory_gib']} GiB, "
+        f"kernel {host['kernel']}, load average at start {host['load_at_start']}.",
+        "Real ansible-playbook runs over real SSH to systemd-nspawn nodes; the CI stand-in serves "
+        "in place of the GPU server. deploy.yml's default rollout stages; settle check 5 s.",
+        "",
+        "| nodes | operation | wall median (min-max, n) | T(n)/T(1) "
+        "| stand-in start per node, median |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        for op in OPERATIONS:
+            t = result["times"].get(op)
+            if not t:
+                continue
+            ratio = "-"
+            if base and op in base["times"] and result["nodes"] != 1:
+                ratio = f"{t['median'] / base['times'][op]['median']:.2f}"
+            start = result["server_start"].get(op)
+            start_text = f"{start['median']} s" if start else "- (no restart)"
+            lines.append(
+                f"| {result['nodes']} | {op} | {t['median']} s ({t['min']}-{t['max']}, "
+                f"n={t['n']}) | {ratio} | {start_text} |"
+            )
+    lines += [
+        "",
+        "Where a no-op re-deploy spends its time (median seconds per role, profile_tasks):",
+        "",
+    ]
+    for result in results:
+        top = list(result["noop_profile"].items())[:8]
+        lines.append(
+            f"- {result['nodes']} node(s): " + ", ".join(f"{role} {s} s" for role, s in top)
+        )
+    return "\n".join(lines) + "\n"
+
+
+def say(message: str) -> None:
+    print(f"bench: {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--first-repeats", type=int, default=3, help="fresh-node first deploys")
+    parser.add_argument("--repeats", type=int, default=3, help="no-op re-deploys and rollbacks")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "bench.md")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0 or not PLAYBOOK.exists():
+        print("bench: needs root (sandbox nodes) and the venv (make setup)", file=sys.stderr)
+        return 2
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    host = machine()
+    results = []
+    try:
+        for count in args.nodes:
+            results.append(bench_nodes(count, args.first_repeats, args.repeats))
+    except BenchError as error:
+        print(f"bench: FAILED: {error}", file=sys.stderr)
+        return 1
+    text = render(results, host, started)
+    args.out.write_text(text)
+    (LOGS / "results.json").write_text(json.dumps({"machine": host, "results": results}, indent=2))
+    print(json.dumps({"machine": host, "results": results}, indent=2) if args.json else text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
