@@ -17,8 +17,6 @@ from test_deploy_support import (
     FIXTURES,
     ROOT,
     UNIT,
-    Deploy,
-    NodeState,
     assert_unchanged,
     exec_start_argv,
     flag_value,
@@ -37,21 +35,6 @@ SPECULATIVE = {
 INPUTS = {"specdeploy_speculative_config": SPECULATIVE}
 BAD_DRAFTER = "/srv/models/test-drafter-wrong-hidden"
 FOREIGN_PORT = 8431
-
-
-@pytest.fixture(scope="module")
-def cluster(sandbox):
-    return sandbox(1)
-
-
-@pytest.fixture(scope="module")
-def play(cluster):
-    return Deploy(cluster)
-
-
-@pytest.fixture(scope="module")
-def node(cluster):
-    return NodeState(cluster)
 
 
 @pytest.fixture(scope="module")

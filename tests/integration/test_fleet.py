@@ -41,11 +41,6 @@ def cluster(sandbox):
 
 
 @pytest.fixture(scope="module")
-def play(cluster):
-    return Deploy(cluster)
-
-
-@pytest.fixture(scope="module")
 def hosts(cluster):
     return [n.hostname for n in cluster.nodes]
 
@@ -92,6 +87,20 @@ def planned_release(run) -> str:
     raise AssertionError(f"no plan in the output:\n{run.tail()}")
 
 
+def rollout_failing_on(play: Deploy, host: str, extra: dict):
+    """Roll out with an impossible gate on one node; the run, the release and the message."""
+    host_vars(play, host, IMPOSSIBLE_GATE)
+    try:
+        run = play(extra=extra)
+    finally:
+        host_vars(play, host, None)
+    assert run.returncode == 2, run.tail()
+    release = planned_release(run)
+    message = run.failure_message()
+    assert f"deploy of release {release} on {host} FAILED" in message, message
+    return run, release, message
+
+
 @pytest.fixture(scope="module")
 def release_a(play, cluster, hosts):
     stage_models(play)
@@ -118,15 +127,7 @@ def test_a_failed_canary_stops_the_rollout_and_leaves_the_others_untouched(
     release_a, cluster, play, hosts
 ):
     before = {n.hostname: releases_on(cluster, n) for n in cluster.nodes[1:]}
-    host_vars(play, hosts[0], IMPOSSIBLE_GATE)
-    try:
-        run = play(extra=B)
-    finally:
-        host_vars(play, hosts[0], None)
-    assert run.returncode == 2, run.tail()
-    release_b = planned_release(run)
-    message = run.failure_message()
-    assert f"deploy of release {release_b} on {hosts[0]} FAILED" in message
+    run, release_b, message = rollout_failing_on(play, hosts[0], B)
     assert f"Rolled back automatically: release {release_a} serves again" in message
     assert f"not reached yet: {hosts[1]}, {hosts[2]}" in message
     # The canary went back to A; the rest never saw B: same releases, A serves and answers.
@@ -141,15 +142,7 @@ def test_a_failed_canary_stops_the_rollout_and_leaves_the_others_untouched(
 
 
 def test_a_node_failing_in_the_second_stage_rolls_back_alone(release_a, cluster, play, hosts):
-    host_vars(play, hosts[2], IMPOSSIBLE_GATE)
-    try:
-        run = play(extra={**B, **ONE_BY_ONE})
-    finally:
-        host_vars(play, hosts[2], None)
-    assert run.returncode == 2, run.tail()
-    release_b = planned_release(run)
-    message = run.failure_message()
-    assert f"deploy of release {release_b} on {hosts[2]} FAILED" in message
+    run, release_b, message = rollout_failing_on(play, hosts[2], {**B, **ONE_BY_ONE})
     assert f"Rollout of {release_b}: it serves on {hosts[0]}, {hosts[1]}" in message
     assert "this is the last stage" in message
     # The canary and the first stage keep B; the failing node serves A again.

@@ -25,8 +25,6 @@ from test_deploy_support import (
     REPO,
     ROOT,
     UNIT,
-    Deploy,
-    NodeState,
     assert_unchanged,
     stage_models,
 )
@@ -46,21 +44,6 @@ HUB_TOKEN = "hf_" + secrets.token_urlsafe(18)
 SERVED = f"tiny-dsv3 $(touch {MARK}-served); touch {MARK}-semi | tee {MARK}-pipe && x"
 SECRETS_ENV = "/etc/specdeploy/vllm.secrets.env"
 KEY_FILE = "/etc/specdeploy/vllm.api-key"
-
-
-@pytest.fixture(scope="module")
-def cluster(sandbox):
-    return sandbox(1)
-
-
-@pytest.fixture(scope="module")
-def play(cluster):
-    return Deploy(cluster)
-
-
-@pytest.fixture(scope="module")
-def node(cluster):
-    return NodeState(cluster)
 
 
 @pytest.fixture(scope="module")
