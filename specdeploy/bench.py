@@ -79,7 +79,7 @@ def role_seconds(output: str) -> dict[str, float]:
         totals[name.split(" : ", 1)[0] if " : " in name else "(play tasks)"] += float(
             match["seconds"]
         )
-    return dict(totals)
+    return {role: round(seconds, 2) for role, seconds in totals.items()}
 
 
 def server_start_seconds(cluster, root: str = "/opt/specdeploy") -> list[float]:
