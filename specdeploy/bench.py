@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,16 +50,27 @@ class BenchError(Exception):
     pass
 
 
+CONTROLLER_CPU: list[float] = []  # CPU seconds of each run's ansible-playbook and ssh processes
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def playbook(inventory: Path, name: str, extra: dict | None, log: Path) -> tuple[float, str]:
-    """Run one playbook; its wall seconds and output. A failed run stops the bench."""
+    """Run one playbook; its wall seconds and output. A failed run stops the bench.
+    The controller's CPU seconds for the run (ansible-playbook, its workers, ssh) go to
+    CONTROLLER_CPU; the nodes' share of the machine is not in it."""
     argv = [str(PLAYBOOK), "-i", str(inventory), str(REPO / name)]
     if extra:
         argv += ["-e", json.dumps(extra)]
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     env["ANSIBLE_CALLBACK_PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "400"
-    started = time.monotonic()
+    started, cpu = time.monotonic(), children_cpu()
     result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
+    CONTROLLER_CPU.append(children_cpu() - cpu)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(result.stdout + result.stderr)
     if result.returncode != 0:
@@ -106,6 +118,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
     from specdeploy.sandbox import Session
 
     times: dict[str, list[float]] = {op: [] for op in OPERATIONS}
+    cpu: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     starts: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     profile: dict[str, list[float]] = defaultdict(list)
     for repeat in range(first_repeats):
@@ -117,6 +130,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
             playbook(inventory, "tests/playbooks/stage-models.yml", None, logs / "stage.log")
             seconds, _ = playbook(inventory, "deploy.yml", RELEASE_A, logs / "first.log")
             times["first deploy"].append(seconds)
+            cpu["first deploy"].append(CONTROLLER_CPU[-1])
             starts["first deploy"] += server_start_seconds(cluster)
             say(f"{count} node(s), repeat {repeat + 1}: first deploy {seconds:.1f} s")
             if repeat:
@@ -130,12 +144,14 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
                 if changed(out):
                     raise BenchError(f"no-op re-deploy changed {changed(out)} things: {logs}")
                 times["no-op re-deploy"].append(seconds)
+                cpu["no-op re-deploy"].append(CONTROLLER_CPU[-1])
                 for role, value in role_seconds(out).items():
                     profile[role].append(value)
                 seconds, _ = playbook(
                     inventory, "playbooks/rollback.yml", None, logs / f"rollback-{index}.log"
                 )
                 times["rollback"].append(seconds)
+                cpu["rollback"].append(CONTROLLER_CPU[-1])
                 starts["rollback"] += server_start_seconds(cluster)
                 current = RELEASE_A if current is RELEASE_B else RELEASE_B
                 say(
@@ -148,6 +164,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
         "nodes": count,
         "times": {op: median_spread(v) for op, v in times.items() if v},
         "server_start": {op: median_spread(v) for op, v in starts.items() if v},
+        "controller_cpu": {op: median_spread(v) for op, v in cpu.items() if v},
         "noop_profile": {
             role: round(statistics.median(v), 1)
             for role, v in sorted(profile.items(), key=lambda kv: -statistics.median(kv[1]))
@@ -181,10 +198,13 @@ def render(results: list[dict], host: dict[str, str], started: str) -> str:
         f"kernel {host['kernel']}, load average at start {host['load_at_start']}.",
         "Real ansible-playbook runs over real SSH to systemd-nspawn nodes; the CI stand-in serves "
         "in place of the GPU server. deploy.yml's default rollout stages; settle check 5 s.",
+        "The nodes are containers on the same machine: they share its cores with the controller, "
+        "so work on the nodes adds up here where a real fleet's nodes would work in parallel. "
+        "Controller CPU: ansible-playbook, its workers and ssh (the nodes' processes excluded).",
         "",
         "| nodes | operation | wall median (min-max, n) | T(n)/T(1) "
-        "| stand-in start per node, median |",
-        "|---|---|---|---|---|",
+        "| stand-in start per node, median | controller CPU, median |",
+        "|---|---|---|---|---|---|",
     ]
     for result in results:
         for op in OPERATIONS:
@@ -196,9 +216,11 @@ def render(results: list[dict], host: dict[str, str], started: str) -> str:
                 ratio = f"{t['median'] / base['times'][op]['median']:.2f}"
             start = result["server_start"].get(op)
             start_text = f"{start['median']} s" if start else "- (no restart)"
+            cpu = result.get("controller_cpu", {}).get(op)
+            cpu_text = f"{cpu['median']} s" if cpu else "-"
             lines.append(
                 f"| {result['nodes']} | {op} | {t['median']} s ({t['min']}-{t['max']}, "
-                f"n={t['n']}) | {ratio} | {start_text} |"
+                f"n={t['n']}) | {ratio} | {start_text} | {cpu_text} |"
             )
     lines += [
         "",
