@@ -50,8 +50,8 @@ lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check a
 test: setup lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
 	$(BIN)/python tests/run_groups.py -- $(PYTEST_ARGS)
 
-test-faults: setup ## the fault-injection suite alone (real faults on sandbox nodes; slow)
-	SPECDEPLOY_TEST_FAULTS=1 $(BIN)/pytest -p no:cacheprovider tests/integration/test_faults.py $(PYTEST_ARGS)
+test-faults: setup ## the fault-injection suite alone (part of make test; its groups in parallel)
+	$(BIN)/python tests/run_groups.py --only test_faults -- $(PYTEST_ARGS)
 
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m specdeploy.demo

@@ -1,0 +1,124 @@
+"""Fault group `first`: a first deploy that fails, the base release, a concurrent deploy and
+the readiness faults (never healthy, port open but hanging). See faultlib for the harness."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from faultlib import (
+    LOCKS,
+    PROBE_TIMEOUT_S,
+    START_TIMEOUT_S,
+    deploy_base,
+    first_release_of,
+    probes_of,
+    profile,
+    record,
+)
+
+GROUP = "first"
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+
+def test_first_deploy_that_fails_stops_the_server(node, ids):
+    """Smoke text wrong on the very first deploy: nothing to go back to -> stopped."""
+    run = node(extra={"specdeploy_standin_profile": profile("wrong-text")})
+    ids["W"] = first_release_of(run)
+    assert run.rc == 2, run.message
+    assert "did not become ready within" in run.message
+    assert "no earlier release to go back to: the server is stopped" in run.message
+    assert node.service_state() in ("inactive", "failed")
+    assert node.current() is None
+    manifest = node.manifest(ids["W"])
+    assert manifest["status"] == "failed" and "did not become ready" in manifest["failure_reason"]
+    assert node.ledger()[-1]["action"] == "failed-first-deploy"
+    record(
+        "first-deploy-fails",
+        run,
+        "nothing serves (service inactive, no `current`)",
+        f"release {ids['W']} kept, status failed",
+    )
+
+    # `make rollback` with nothing to go back to: a clear refusal, nothing changed.
+    before = node.ledger()
+    refused = node.make("rollback")
+    assert refused.rc != 0
+    assert "REFUSED" in refused.message and "no earlier release to go back to" in refused.message
+    assert "Nothing was changed" in refused.message
+    assert node.ledger() == before and node.current() is None
+    record("rollback-nothing-earlier", refused, "nothing serves (as before)", "ledger unchanged")
+
+
+def test_base_release_deploys_and_serves(node, ids):
+    deploy_base(node, ids)
+
+
+def test_concurrent_deploy_is_refused_and_never_healthy_rolls_back(node, ids):
+    before = node.snapshot()
+    first = node.start(extra={"specdeploy_standin_profile": profile("never-healthy")})
+    deadline = time.monotonic() + 600
+    while not node.sh(f"test -e {LOCKS}/.deploy.lock && echo held || true").strip():
+        assert first.poll() is None, "the first deploy ended before it took the lock"
+        assert time.monotonic() < deadline, "the first deploy never took the lock"
+        time.sleep(0.5)
+    ledger_before = node.ledger()
+    second = node()
+    assert second.rc == 2
+    assert "REFUSED: another run holds the deploy lock" in second.message
+    assert f"ansible-playbook pid {first.pid}" in second.message
+    assert "changed nothing" in second.message
+    assert second.stats().get("changed", 0) == 0
+    assert node.ledger() == ledger_before
+    assert not second.ran("Build the release")
+    record(
+        "concurrent-deploy",
+        second,
+        "the first deploy went on (below)",
+        "no task changed anything",
+    )
+
+    run = node.finish(first)
+    ids["NH"] = first_release_of(run)
+    assert run.rc == 2, run.message
+    assert "did not become ready within" in run.message
+    assert f"Rolled back automatically: release {ids['A']} serves again" in run.message
+    answer = node.serves(ids["A"])
+    assert node.manifest(ids["NH"])["status"] == "failed"
+    assert node.sh(f"test -e {LOCKS}/.deploy.lock && echo held || true").strip() == ""
+    record(
+        "never-healthy",
+        run,
+        f"release A={ids['A']} serves and answers ({answer.strip()[:30]!r})",
+        node.nothing_lost(before),
+    )
+
+
+def test_port_open_but_not_answering_rolls_back(node, ids):
+    """Every request hangs. With a 1 s poll the readiness loop may make 21 probes; each lasts
+    its whole timeout, so a loop bounded only by retries makes all 21 (> 80 s). Bounded by wall
+    time it gives up after the start timeout, a few probes in (the message counts them)."""
+    before = node.snapshot()
+    run = node(
+        extra={"specdeploy_standin_profile": profile("hang"), "specdeploy_readiness_poll_s": 1}
+    )
+    ids["H"] = first_release_of(run)
+    assert run.rc == 2, run.message
+    assert "did not become ready within" in run.message
+    assert f"Rolled back automatically: release {ids['A']} serves again" in run.message
+    retries = START_TIMEOUT_S // 1 + 1
+    probes = probes_of(run)
+    # stopped by the clock (start timeout), not after all the retries a 1 s poll allows
+    assert probes < retries, (probes, retries)
+    node.serves(ids["A"])
+    assert node.manifest(ids["H"])["status"] == "failed"
+    record(
+        "port-hangs",
+        run,
+        "release A serves and answers",
+        node.nothing_lost(before),
+        waited=(
+            f"readiness gave up after {probes} probes, by the clock (start timeout "
+            f"{START_TIMEOUT_S} s, probe timeout {PROBE_TIMEOUT_S} s; a 1 s poll allows {retries})"
+        ),
+    )
