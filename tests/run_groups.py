@@ -35,7 +35,7 @@ ESTIMATE_S = {
     "test_validate": 1280,
     "test_deploy": 1030,
     "test_faults_gates": 820,
-    "test_faults_first": 650,
+    "test_faults_first": 780,
     "test_faults_build": 650,
     "test_schedule": 645,
     "patches": 510,
