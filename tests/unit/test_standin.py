@@ -151,18 +151,25 @@ def test_gate_per_position_floor_fails(tmp_path, spec_server):
     assert st["mean_acceptance_length"] == "pass"
 
 
-def test_speed_gate_passes_against_a_measured_baseline(tmp_path, spec_server, nospec_server):
-    rc, base = run_check(tmp_path, nospec_server, "acceptance", *QUICK, "--no-spec-baseline")
-    assert rc == 0 and base["acceptance"]["mode"] == "no_spec_baseline"
-    bfile = tmp_path / "baseline.json"
-    bfile.write_text(json.dumps(base))
-    rc, res = run_check(
-        tmp_path, spec_server, "acceptance", *QUICK, "--repeats", "3", "--baseline-file", str(bfile)
-    )
+def test_speed_gate_passes_against_a_measured_baseline(tmp_path):
+    # Slow decoding (120 tok/s, ~0.5 s a request) so that the servers' simulated time, not the
+    # HTTP and checker overhead of a loaded machine, decides the ratio.
+    slow = {"tokens_per_s": 120.0}
+    with (
+        Standin(profile=slow, spec_tokens=None) as nospec,
+        Standin(profile={**slow, "acceptance": [0.8, 0.65, 0.55]}, spec_tokens=3) as spec,
+    ):
+        rc, base = run_check(tmp_path, nospec, "acceptance", *QUICK, "--no-spec-baseline")
+        assert rc == 0 and base["acceptance"]["mode"] == "no_spec_baseline"
+        bfile = tmp_path / "baseline.json"
+        bfile.write_text(json.dumps(base))
+        rc, res = run_check(
+            tmp_path, spec, "acceptance", *QUICK, "--repeats", "3", "--baseline-file", str(bfile)
+        )
     assert rc == 0, res["reasons"]
     su = res["acceptance"]["speed_up"]
-    # mean length ~3 tokens per step at 1.25 step cost -> ~2.4x
-    assert 1.6 < su["median"] < 3.2
+    # mean length ~3 tokens per step at 1.25 step cost -> ~2.4x (overhead pulls it towards 1)
+    assert 1.4 < su["median"] < 3.2
     assert su["n"] == 3 and su["min"] <= su["median"] <= su["max"]
 
 

@@ -498,7 +498,7 @@ def first_release_of(run: Run) -> str:
 
 def probes_of(run: Run) -> int:
     """How many readiness probes the failure message says were made ("(N probes)")."""
-    found = re.search(r"\((\d+) probes?\)", run.message)
+    found = re.search(r"\((\d+) probes?[,)]", run.message)
     assert found, f"no probe count in {run.message!r}"
     return int(found.group(1))
 
