@@ -129,7 +129,7 @@ def test_a_failed_canary_stops_the_rollout_and_leaves_the_others_untouched(
     before = {n.hostname: releases_on(cluster, n) for n in cluster.nodes[1:]}
     run, release_b, message = rollout_failing_on(play, hosts[0], B)
     assert f"Rolled back automatically: release {release_a} serves again" in message
-    assert f"not reached yet: {hosts[1]}, {hosts[2]}" in message
+    assert f"not reached yet: {hosts[1]}, {hosts[2]}" in message, message
     # The canary went back to A; the rest never saw B: same releases, A serves and answers.
     assert serving(cluster) == dict.fromkeys(hosts, release_a)
     for node in cluster.nodes[1:]:
@@ -143,8 +143,8 @@ def test_a_failed_canary_stops_the_rollout_and_leaves_the_others_untouched(
 
 def test_a_node_failing_in_the_second_stage_rolls_back_alone(release_a, cluster, play, hosts):
     run, release_b, message = rollout_failing_on(play, hosts[2], {**B, **ONE_BY_ONE})
-    assert f"Rollout of {release_b}: it serves on {hosts[0]}, {hosts[1]}" in message
-    assert "this is the last stage" in message
+    assert f"Rollout of {release_b}: it serves on {hosts[0]}, {hosts[1]};" in message, message
+    assert "this is the last stage" in message, message
     # The canary and the first stage keep B; the failing node serves A again.
     assert serving(cluster) == {hosts[0]: release_b, hosts[1]: release_b, hosts[2]: release_a}
     assert all(answers(node) for node in cluster.nodes)
