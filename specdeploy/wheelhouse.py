@@ -21,26 +21,29 @@ REPO = Path(__file__).resolve().parent.parent
 SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
 # A second supported version, for the tests that roll between releases of different vLLM.
 EXTRA_SANDBOX_VLLM = ("0.17.1",)
-# The sandbox nodes run Debian 12: CPython 3.11 on x86-64.
-NODE_PLATFORM = [
-    "--python-version",
-    "3.11",
-    "--implementation",
-    "cp",
-    "--only-binary=:all:",
-    "--platform",
-    "manylinux_2_35_x86_64",
-    "--platform",
-    "manylinux_2_31_x86_64",
-    "--platform",
-    "manylinux_2_28_x86_64",
-    "--platform",
-    "manylinux_2_17_x86_64",
-    "--platform",
-    "manylinux2014_x86_64",
-    "--platform",
-    "any",
-]
+
+
+def platform_args(python_version: str, machine: str, glibc: str) -> list[str]:
+    """pip download flags that select wheels a node can install (its CPython, arch and glibc).
+
+    manylinux_2_Y wheels need glibc >= 2.Y, so every Y from the node's glibc down to 5 is
+    accepted (as pip does on the node), with the legacy aliases manylinux2014 (2.17),
+    manylinux2010 (2.12) and manylinux1 (2.5), and pure-Python wheels.
+    """
+    major, minor = (int(part) for part in glibc.split(".")[:2])
+    if major != 2 or minor < 5:
+        raise ValueError(f"glibc {glibc}: manylinux wheels need glibc 2.5 or newer")
+    tags = [f"manylinux_2_{y}_{machine}" for y in range(minor, 4, -1)]
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    tags += [f"{alias}_{machine}" for y, alias in legacy.items() if y <= minor]
+    args = ["--python-version", python_version, "--implementation", "cp", "--only-binary=:all:"]
+    for tag in [*tags, "any"]:
+        args += ["--platform", tag]
+    return args
+
+
+# The sandbox nodes run Debian 12: CPython 3.11 on x86-64, glibc 2.36.
+NODE_PLATFORM = platform_args("3.11", "x86_64", "2.36")
 
 
 def default_cache() -> Path:
@@ -81,6 +84,12 @@ def download(wheelhouse: Path, requirement: str) -> None:
     )
 
 
+def node_requirements() -> list[str]:
+    """The toolkit's own node-side pins (requirements-node.txt), one `name==version` each."""
+    lines = (REPO / "requirements-node.txt").read_text().splitlines()
+    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+
+
 def manifest_versions() -> list[str]:
     manifest = yaml.safe_load((REPO / "patches" / "vllm" / "manifest.yml").read_text())
     return [str(version) for version in manifest["versions"]]
@@ -104,11 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     wheelhouse = args.cache / "wheelhouse"
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    node_needs = [
-        line.split("#")[0].strip()
-        for line in (REPO / "requirements-node.txt").read_text().splitlines()
-        if line.split("#")[0].strip()
-    ]
+    node_needs = node_requirements()
     try:
         for requirement in [
             *node_needs,

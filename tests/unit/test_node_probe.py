@@ -85,3 +85,13 @@ def test_a_broken_manifest_reads_as_none(tmp_path):
     (root / "current").symlink_to("releases/r1")
     out = probe(tmp_path, model_dirs=[], release_root=str(root), port=18999, service="absent-unit")
     assert out["current"]["islnk"] is True and out["current"]["manifest"] is None
+
+
+def test_reports_the_platform_of_the_nodes_python_and_an_error_for_a_missing_one(tmp_path):
+    common = {"model_dirs": [], "release_root": str(tmp_path), "port": 18999, "service": "absent"}
+    here = probe(tmp_path, python=sys.executable, **common)["python_platform"]
+    assert here["python"] == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert here["machine"] and here["glibc"].startswith("2.")
+    missing = probe(tmp_path, python=str(tmp_path / "no-python"), **common)["python_platform"]
+    assert "no-python" in missing["error"]
+    assert probe(tmp_path, **common)["python_platform"] is None

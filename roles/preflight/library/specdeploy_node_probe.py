@@ -39,6 +39,10 @@ options:
     description: The systemd service name (without .service).
     type: str
     required: true
+  python:
+    description: The Python the release venvs are built with; its platform is reported.
+    type: path
+    required: false
 """
 
 RETURN = r"""
@@ -64,7 +68,20 @@ current:
     each a dict, or null when unreadable.
   type: dict
   returned: always
+python_platform:
+  description: >-
+    C(python) (major.minor), C(machine) and C(glibc) of the given Python, the tags its wheels
+    must match; C(error) instead when it cannot run. Null when no python was given.
+  type: dict
+  returned: always
 """
+
+# Run by the node's own Python: what selects the wheels it can install.
+PLATFORM_SCRIPT = (
+    "import json, platform, sys; "
+    "print(json.dumps({'python': '%d.%d' % sys.version_info[:2], "
+    "'machine': platform.machine(), 'glibc': platform.libc_ver()[1]}))"
+)
 
 
 def read_config(directory: str) -> dict:
@@ -104,6 +121,18 @@ def current_release(root: str) -> dict:
     }
 
 
+def python_platform(python: str) -> dict:
+    try:
+        result = subprocess.run(
+            [python, "-c", PLATFORM_SCRIPT], capture_output=True, text=True, check=False, timeout=20
+        )
+        if result.returncode == 0:
+            return json.loads(result.stdout)
+        return {"error": (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]}
+    except (OSError, subprocess.TimeoutExpired, ValueError) as error:
+        return {"error": str(error)}
+
+
 def read_json(path: str) -> object:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -119,6 +148,7 @@ def main() -> None:
             "release_root": {"type": "path", "required": True},
             "port": {"type": "int", "required": True},
             "service": {"type": "str", "required": True},
+            "python": {"type": "path", "required": False},
         },
         supports_check_mode=True,
     )
@@ -133,6 +163,7 @@ def main() -> None:
         port_listeners=run_lines(["ss", "-Htlnp", f"sport = :{params['port']}"]),
         service_main_pid=int(pid_lines[0]) if pid_lines and pid_lines[0].isdigit() else 0,
         current=current_release(params["release_root"]),
+        python_platform=python_platform(params["python"]) if params["python"] else None,
     )
 
 
