@@ -154,3 +154,23 @@ def test_both_wheelhouse_knobs_at_once_is_refused_before_anything_changes(
     for node in cluster.nodes:
         assert run.recap(node.hostname)["changed"] == 0
     assert serving(cluster) == before
+
+
+def test_check_mode_of_a_new_release_downloads_and_changes_nothing(
+    first, play, inputs, mirror_env, cluster, controller_wheelhouse
+):
+    before = serving(cluster)
+    releases = [cluster.ssh(n, f"ls {ROOT}/releases").stdout for n in cluster.nodes]
+    fills = sorted(p.name for p in (controller_wheelhouse / ".fills").iterdir())
+    tokens = {**SPECULATIVE, "num_speculative_tokens": 5}
+    run = play(
+        "deploy.yml",
+        "--check",
+        "--diff",
+        extra={**inputs, "specdeploy_speculative_config": tokens},
+        env=mirror_env,
+    )
+    assert run.returncode == 0, run.tail()
+    assert serving(cluster) == before
+    assert [cluster.ssh(n, f"ls {ROOT}/releases").stdout for n in cluster.nodes] == releases
+    assert sorted(p.name for p in (controller_wheelhouse / ".fills").iterdir()) == fills
