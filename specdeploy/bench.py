@@ -3,12 +3,13 @@
 Every figure is a real ansible-playbook run against sandbox nodes (systemd-nspawn, real SSH and
 systemd, the real vLLM wheel patched, the CI stand-in serving), on a sandbox instance of its own
 (a developer's `make sandbox-up` nodes are left alone). Per node count and repeat: fresh nodes,
-then a first deploy of release A; on the first repeat also a deploy of release B (4 speculative
-tokens instead of 3), then no-op re-deploys and rollbacks (alternating B -> A -> B). The
-rollout uses deploy.yml's default stages; the settle check is shortened to 5 s (a wait by
-policy, not toolkit work). The stand-in's own start (stop to ready, from the release manifests)
-is reported separately. Medians with min-max; T(n)/T(1) ratios of the medians; the slowest
-roles of the no-op re-deploy (profile_tasks). Writes docs/bench.md (and --json).
+then a first deploy of release A (deploy.yml's default stages: a canary, then half the fleet at
+a time); on the first repeat also a deploy of release B (4 speculative tokens instead of 3) to
+all nodes in one stage, then no-op re-deploys and rollbacks (alternating B -> A -> B). The
+settle check is shortened to 5 s (a wait by policy, not toolkit work). The stand-in's own start
+(stop to ready, from the release manifests) is reported separately. Medians with min-max;
+T(n)/T(1) ratios of the medians; the slowest roles of the no-op re-deploy (profile_tasks).
+Writes docs/bench.md (and --json).
 Exit codes: 0 ok, 1 a run failed, 2 environment error (not root, no venv).
 """
 
@@ -40,7 +41,11 @@ RELEASE_B = {
     **COMMON,
     "specdeploy_speculative_config": {**SPECULATIVE, "num_speculative_tokens": 4},
 }
-OPERATIONS = ("first deploy", "no-op re-deploy", "rollback")
+NEW_RELEASE = "new release, all nodes at once"
+OPERATIONS = ("first deploy", NEW_RELEASE, "no-op re-deploy", "rollback")
+# Release B goes to every node in one stage: the fleet's parallel scaling, without the canary's
+# sequential stages that the first deploy goes through.
+ALL_AT_ONCE = {"specdeploy_rollout_stages": ["100%"]}
 # profile_tasks lines: "role : task name ---- 1.23s"
 TASK_TIME = re.compile(r"^(?P<name>.+?) -+ (?P<seconds>[\d.]+)s$", re.M)
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
@@ -135,7 +140,12 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
             say(f"{count} node(s), repeat {repeat + 1}: first deploy {seconds:.1f} s")
             if repeat:
                 continue
-            playbook(inventory, "deploy.yml", RELEASE_B, logs / "release-b.log")
+            seconds, _ = playbook(
+                inventory, "deploy.yml", {**RELEASE_B, **ALL_AT_ONCE}, logs / "release-b.log"
+            )
+            times[NEW_RELEASE].append(seconds)
+            cpu[NEW_RELEASE].append(CONTROLLER_CPU[-1])
+            starts[NEW_RELEASE] += server_start_seconds(cluster)
             current = RELEASE_B
             for index in range(repeats):
                 seconds, out = playbook(
@@ -197,7 +207,9 @@ def render(results: list[dict], host: dict[str, str], started: str) -> str:
         f"Machine: {host['cpu']}, {host['cores']} cores, {host['memory_gib']} GiB, "
         f"kernel {host['kernel']}, load average at start {host['load_at_start']}.",
         "Real ansible-playbook runs over real SSH to systemd-nspawn nodes; the CI stand-in serves "
-        "in place of the GPU server. deploy.yml's default rollout stages; settle check 5 s.",
+        "in place of the GPU server. First deploy: deploy.yml's default rollout stages (a canary, "
+        "then half the fleet per stage: 1, 2, 1 nodes for 4); the new release goes to all nodes "
+        "in one stage (specdeploy_rollout_stages=['100%']); settle check 5 s.",
         "The nodes are containers on the same machine: they share its cores with the controller, "
         "so work on the nodes adds up here where a real fleet's nodes would work in parallel. "
         "Controller CPU: ansible-playbook, its workers and ssh (the nodes' processes excluded).",
