@@ -196,7 +196,10 @@ def test_timer_installs_fires_once_and_writes_history(sched):
     assert re.search(rf"{re.escape(sched.host)}\s+\S+\s+PASS", journal), journal[-3000:]
     assert f"history: {BASE}/reports/history.sqlite" in journal
     # A forced run adds a second row; the report directory and latest link are there.
-    sched.ssh(f"sudo systemctl start {UNIT}.service", timeout=600)
+    forced = sched.ssh(f"sudo systemctl start {UNIT}.service", timeout=600, check=False)
+    assert forced.returncode == 0, sched.ssh(
+        f"sudo journalctl -u {UNIT}.service --no-pager -o cat | tail -60", check=False
+    ).stdout
     rows = sched.history_rows()
     assert len(rows) == 2 and rows[0]["run_id"] != rows[1]["run_id"]
     latest = sched.ssh(f"ls {BASE}/reports/latest/").stdout.split()
