@@ -38,7 +38,7 @@ ESTIMATE_S = {
     "test_faults_first": 780,
     "test_faults_build": 650,
     "test_fleet": 700,
-    "test_controller_wheelhouse": 450,
+    "test_controller_wheelhouse": 600,
     "test_schedule": 645,
     "patches": 510,
     "test_provision": 410,
