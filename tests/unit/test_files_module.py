@@ -6,26 +6,18 @@ module's stdout read back as JSON.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from module_runner import REPO, run_module
+
 MODULE = REPO / "roles" / "specdeploy" / "library" / "specdeploy_files.py"
 
 
 def run(tmp_path: Path, items: list[dict], check: bool = False) -> dict:
-    args_file = tmp_path / "args.json"
     args = {"items": items, "_ansible_check_mode": check, "_ansible_diff": True}
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    result = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, check=False
-    )
-    assert result.stdout.strip(), result.stderr
-    return json.loads(result.stdout)
+    return run_module(MODULE, tmp_path, args)
 
 
 def mode(path: Path) -> str:

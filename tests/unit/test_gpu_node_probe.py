@@ -5,23 +5,15 @@ Run as Ansible runs a module; on this machine (Debian packages, root and its gro
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from module_runner import REPO, run_module
+
 MODULE = REPO / "roles" / "gpu_node" / "library" / "gpu_node_probe.py"
 
 
 def probe(tmp_path: Path, **args) -> dict:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    result = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, check=False
-    )
-    assert result.stdout.strip(), result.stderr
-    return json.loads(result.stdout)
+    return run_module(MODULE, tmp_path, args)
 
 
 def test_reports_missing_packages_and_the_accounts_as_they_are(tmp_path):

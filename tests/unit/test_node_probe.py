@@ -5,23 +5,16 @@ Run as Ansible runs a module: a JSON args file, the module's stdout read back as
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from module_runner import REPO, run_module
+
 MODULE = REPO / "roles" / "preflight" / "library" / "specdeploy_node_probe.py"
 
 
 def probe(tmp_path: Path, **args) -> dict:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    result = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, check=False
-    )
-    assert result.stdout.strip(), result.stderr
-    return json.loads(result.stdout)
+    return run_module(MODULE, tmp_path, args)
 
 
 def test_reads_models_current_release_and_free_space_without_changing_anything(tmp_path):

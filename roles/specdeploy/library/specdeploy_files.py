@@ -59,6 +59,17 @@ def metadata_changes(path: str, uid: int, gid: int, mode: int) -> list[str]:
     return changes
 
 
+def correct_metadata(path: str, uid: int, gid: int, mode: int, check: bool) -> dict | None:
+    """Owner, group and mode of an existing item made so; the diff entry when they were not."""
+    changes = metadata_changes(path, uid, gid, mode)
+    if not changes:
+        return None
+    if not check:
+        os.chown(path, uid, gid)
+        os.chmod(path, mode)
+    return {"before_header": path, "after_header": path, "prepared": "; ".join(changes)}
+
+
 def read_text(path: str) -> str | None:
     try:
         with open(path, "rb") as handle:
@@ -102,15 +113,7 @@ def ensure(item: dict, check: bool) -> dict | None:
                 "before": {"path": path, "state": "absent"},
                 "after": {"path": path, "state": "directory"},
             }
-        changes = metadata_changes(path, uid, gid, mode)
-        if changes and not check:
-            os.chown(path, uid, gid)
-            os.chmod(path, mode)
-        return (
-            {"before_header": path, "after_header": path, "prepared": "; ".join(changes)}
-            if changes
-            else None
-        )
+        return correct_metadata(path, uid, gid, mode, check)
     content = item["content"]
     before = read_text(path)
     if before is not None and not os.path.isfile(path):
@@ -124,15 +127,7 @@ def ensure(item: dict, check: bool) -> dict | None:
             "before": before or "",
             "after": content,
         }
-    changes = metadata_changes(path, uid, gid, mode)
-    if changes and not check:
-        os.chown(path, uid, gid)
-        os.chmod(path, mode)
-    return (
-        {"before_header": path, "after_header": path, "prepared": "; ".join(changes)}
-        if changes
-        else None
-    )
+    return correct_metadata(path, uid, gid, mode, check)
 
 
 def main() -> None:

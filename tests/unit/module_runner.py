@@ -1,0 +1,24 @@
+"""Run one of the toolkit's own Ansible modules as Ansible runs it (no test cases here).
+
+A JSON args file (ANSIBLE_MODULE_ARGS, with _ansible_check_mode and friends as given), the
+module started with this Python, its stdout read back as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_module(module: Path, tmp_path: Path, args: dict) -> dict:
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    result = subprocess.run(
+        [sys.executable, str(module), str(args_file)], capture_output=True, text=True, check=False
+    )
+    assert result.stdout.strip(), result.stderr
+    return json.loads(result.stdout)
