@@ -18,8 +18,10 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # tests/testbed (sandbox, bench, demo): test tooling, importable as `testbed`, never in a release
 export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
 PLAYBOOK    := $(BIN)/ansible-playbook
-# Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
-APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
+# Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes; promtool,
+# node_exporter and a headless chromium for the monitoring and report tests).
+APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
+                prometheus prometheus-node-exporter chromium
 
 .PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
