@@ -34,7 +34,7 @@ $(VENV)/.stamp: requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
 	touch $@
 
-.apt-stamp:
+.apt-stamp: Makefile
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then echo "apt: installing $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
