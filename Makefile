@@ -23,7 +23,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
                 prometheus prometheus-node-exporter chromium
 
-.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
+.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -89,6 +89,9 @@ clear-caches: $(VENV)/.stamp ## remove the compile caches of the current release
 
 schedule: $(VENV)/.stamp ## install the validation timer on the controller (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/schedule.yml $(EXTRA)
+
+monitoring: $(VENV)/.stamp ## Prometheus targets + alert rules, Grafana dashboard (roles/monitoring; INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/monitoring.yml $(EXTRA)
 
 unschedule: $(VENV)/.stamp ## remove the validation timer (history and reports stay)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/unschedule.yml $(EXTRA)

@@ -7,7 +7,7 @@ renders into each release's gates.json (``specdeploy_gates``), read by the same 
 
 Usage (the role runs it; read-only, prints the files' contents)::
 
-    python -m specdeploy.controller.monitoring SPEC.json [--json]
+    python -m specdeploy.controller.monitoring SPEC.json|- [--json]
 
 SPEC.json: ``{"gates": {...}, "settings": {...}, "vllm_targets": [{"node", "address",
 "speculative", "model"}], "node_exporter_targets": [{"node", "address"}],
@@ -321,12 +321,15 @@ def render(spec: Mapping[str, Any]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="spec-monitoring", description=__doc__.split("\n")[0])
-    p.add_argument("spec", help="JSON file: gates, settings, targets (see the module doc)")
+    p.add_argument("spec", help="JSON file (- reads stdin): gates, settings, targets (module doc)")
     p.add_argument("--json", action="store_true", help='print {"files": {name: content}}')
     args = p.parse_args(argv)
     try:
-        with open(args.spec, encoding="utf-8") as f:
-            spec = json.load(f)
+        if args.spec == "-":
+            spec = json.load(sys.stdin)
+        else:
+            with open(args.spec, encoding="utf-8") as f:
+                spec = json.load(f)
         files = render(spec)
     except (OSError, ValueError, TypeError) as e:
         print(f"spec-monitoring: error: {e}", file=sys.stderr)
