@@ -3,14 +3,18 @@
 Usage::
 
     spec-report RESULT.json|DIR ... [--history DB] [--record] [--regression-tolerance 0.1]
-        [--junit FILE] [--prom FILE] [--html FILE] [--json FILE] [--quiet]
+        [--junit FILE] [--prom FILE]... [--html FILE] [--json FILE] [--quiet]
 
 * a human table on stdout (one line per node);
 * ``--junit``: JUnit XML, one testsuite per result, one testcase per smoke stage / gate;
-* ``--prom``: Prometheus textfile for node_exporter's textfile collector (written atomically),
-  gauges labelled ``node``, ``release``, ``model``;
-* ``--html``: a self-contained HTML report with inline SVG plots (per-position acceptance;
-  with ``--history``, the history of mean acceptance length and output tokens/s per release);
+* ``--prom`` (repeatable): Prometheus textfile for node_exporter's textfile collector (written
+  atomically): the newest result per node, release and model (labels ``node``, ``release``,
+  ``model``; per level also ``concurrency``), and per node its newest validation of all
+  (``specdeploy_last_validation_*``), so no two samples share a label set;
+* ``--html``: a self-contained HTML report with inline SVG plots (no scripts): the fleet
+  headline, per-level speed (serving-before vs new vs baseline) when results have it,
+  per-position acceptance for every run, and over time (with ``--history``: every recorded
+  run) mean acceptance length, output tokens/s and speed-up, failed and regressed runs marked;
 * ``--history DB`` + ``--record``: store the results in the SQLite history and check each
   against its release's first validated run (``--regression-tolerance``, relative).
 
@@ -849,7 +853,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", action="store_true", help="store the results in --history")
     p.add_argument("--regression-tolerance", type=float, default=0.1)
     p.add_argument("--junit")
-    p.add_argument("--prom")
+    p.add_argument(
+        "--prom",
+        action="append",
+        default=[],
+        help="Prometheus textfile to write (repeatable; an empty value is skipped)",
+    )
     p.add_argument("--html")
     p.add_argument("--json", help="write a summary JSON (results + regressions)")
     p.add_argument("--quiet", action="store_true", help="no table on stdout")
@@ -878,8 +887,8 @@ def main(argv: list[str] | None = None) -> int:
         conn.close()
     if args.junit:
         write_atomic(args.junit, junit_xml(results, regress))
-    if args.prom:
-        write_atomic(args.prom, prom_textfile(results, regress))
+    for prom in filter(None, args.prom):
+        write_atomic(prom, prom_textfile(results, regress))
     if args.html:
         write_atomic(args.html, render_html(results, hist_rows, regress, args.regression_tolerance))
     if args.json:

@@ -131,3 +131,15 @@ def test_textfile_writer_refuses_duplicate_series():
     tf.add("x", "h", {"node": r["node"]}, 1.0)
     with pytest.raises(ValueError, match="two samples of x"):
         tf.add("x", "h", {"node": r["node"]}, 2.0)
+
+
+def test_report_writes_the_textfile_to_each_prom_path(tmp_path):
+    """validate.yml writes the report directory's copy and, with validation_textfile_dir,
+    node_exporter's (an empty --prom, the knob unset, is skipped)."""
+    write(tmp_path / "results", fleet())
+    a, b = tmp_path / "report" / "v.prom", tmp_path / "textfile" / "v.prom"
+    rc = report.main(
+        [str(tmp_path / "results"), "--quiet", "--prom", str(a), "--prom", str(b), "--prom", ""]
+    )
+    assert rc == 1 and a.read_text() == b.read_text()
+    assert "specdeploy_last_validation_passed" in a.read_text()
