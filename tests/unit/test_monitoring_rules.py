@@ -387,3 +387,26 @@ def test_rules_follow_the_deploy_gates(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("spec-monitoring: error: gates: unknown gate keys")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"targets_dir": "relative"}, "targets_dir: 'relative' is not an absolute path"),
+        ({"targets_dir": "/t", "settings": {"rate_window": "15 minutes"}},
+         "settings.rate_window: '15 minutes' is not a Prometheus duration"),
+        ({"targets_dir": "/t", "settings": {"rate_windw": "5m"}},
+         "settings: unknown keys ['rate_windw']"),
+        ({"targets_dir": "/t", "settings": {"ttft_p95_max_s": 0}},
+         "settings.ttft_p95_max_s: 0 is not a positive number"),
+        ({"targets_dir": "/t", "vllm_targets": [{"node": "n", "address": "n", "speculative": True,
+                                                  "model": "m"}]},
+         "vllm_targets[0].address: 'n' is not host:port"),
+        ({"targets_dir": "/t", "node_exporter_targets": [{"address": "n:9100"}]},
+         "node_exporter_targets[0]: want a mapping with ['node', 'address']"),
+    ],
+)  # fmt: skip
+def test_bad_spec_is_one_line_naming_the_key(spec, message):
+    with pytest.raises(monitoring.SpecError) as err:
+        monitoring.render(spec)
+    assert str(err.value).startswith(message)
