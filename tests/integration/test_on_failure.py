@@ -1,6 +1,7 @@
-"""The unit's OnFailure= hook on a sandbox node: kill the server process until systemd gives up
-restarting it (StartLimitBurst), then the hook unit has run the default command (one line in
-the journal) for vllm.service."""
+"""The unit's OnFailure= hook on a sandbox node: installed by the deploy (a second deploy
+changes nothing); kill the server process until systemd gives up restarting it
+(StartLimitBurst), then the hook unit has run the default command (one line in the journal)
+for vllm.service."""
 
 from __future__ import annotations
 
@@ -18,6 +19,15 @@ def deployed(play, node):
     run = play("deploy.yml")
     assert run.returncode == 0, run.tail()
     return node
+
+
+def test_hook_is_installed_once(deployed, play):
+    """The hook unit is in place after the deploy; a second deploy changes nothing."""
+    hook = deployed.sh("systemctl cat vllm-on-failure@.service")
+    assert "ExecStart=/bin/echo" in hook and "Type=oneshot" in hook
+    again = play("deploy.yml")
+    assert again.returncode == 0, again.tail()
+    assert again.recap(play.host)["changed"] == 0, again.changed_tasks()
 
 
 def test_hook_runs_when_systemd_gives_up(deployed):
