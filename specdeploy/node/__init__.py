@@ -1,1 +1,4 @@
-"""Node-side code: what a release runs on a GPU node (standard library only)."""
+"""Node-side code: runs on the GPU node from the release's toolkit copy.
+
+Its hash is part of the release id.
+"""

@@ -1,6 +1,6 @@
 """EAGLE-3 drafter compatibility check: target config.json + drafter config.json + vLLM version.
 
-    python -m specdeploy.drafter --target DIR|config.json --drafter DIR|config.json \\
+    python -m specdeploy.controller.drafter --target DIR|config.json --drafter DIR|config.json \\
         --vllm-version X [--manifest PATH] [--json]
     (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline;
     then no weights are inspected and a missing d2t is only a warning)
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdeploy.patches import Manifest, UsageError, version_key
+from specdeploy.node.patches import Manifest, UsageError, version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
 MLA_STYLE = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
@@ -416,7 +416,7 @@ def _check_ids(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.drafter",
+        prog="python -m specdeploy.controller.drafter",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
