@@ -19,7 +19,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
 
-.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
+.PHONY: drafter help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -64,6 +64,10 @@ sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, moun
 
 deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) deploy.yml $(EXTRA)
+
+DRAFTER_CONFIG ?= $(INVENTORY)/drafter-pipeline.yml
+drafter: $(VENV)/.stamp ## train the EAGLE-3 drafter for the served target (DRAFTER_CONFIG=; resumable)
+	$(BIN)/python -m specdeploy.controller.drafter_pipeline run --config $(DRAFTER_CONFIG)
 
 preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)
