@@ -19,7 +19,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
 
-.PHONY: drafter help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
+.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -68,6 +68,13 @@ deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
 DRAFTER_CONFIG ?= $(INVENTORY)/drafter-pipeline.yml
 drafter: $(VENV)/.stamp ## train the EAGLE-3 drafter for the served target (DRAFTER_CONFIG=; resumable)
 	$(BIN)/python -m specdeploy.controller.drafter_pipeline run --config $(DRAFTER_CONFIG)
+
+DRAFTER_VENV := $(CACHE)/venvs/drafter-torch
+drafter-venv: $(DRAFTER_VENV)/.stamp ## CPU torch for the drafter pipeline's training tests (tests/unit/test_drafter_training.py)
+$(DRAFTER_VENV)/.stamp: requirements-drafter-cpu.txt
+	$(PYTHON) -m venv $(DRAFTER_VENV)
+	$(DRAFTER_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-drafter-cpu.txt
+	touch $@
 
 preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)

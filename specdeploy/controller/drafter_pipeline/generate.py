@@ -94,7 +94,7 @@ def complete(cfg: Config, index: int, prompt: str, timeout: float = 600.0) -> di
                 break
         except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
             last = repr(exc)
-        time.sleep(min(2**attempt, 10))
+        time.sleep(min(0.5 * 2**attempt, 10))
     raise GenerateError(f"prompt {index}: {url} failed after {RETRIES} tries: {last}")
 
 

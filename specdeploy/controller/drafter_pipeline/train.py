@@ -40,6 +40,7 @@ def job(cfg: Config, workdir: Path, mode: str) -> dict[str, Any]:
         "learning_rate": cfg.learning_rate,
         "batch_sequences": cfg.batch_sequences,
         "ttt_steps": cfg.ttt_steps,
+        "checkpoint_every": cfg.checkpoint_every,
         "num_speculative_tokens": cfg.num_speculative_tokens,
         "init_drafter": cfg.init_drafter,
         "device": cfg.device,
