@@ -25,12 +25,12 @@ from specdeploy.controller.drafter_pipeline.workdir import (
     atomic_write_json,
     chunk_name,
 )
-from specdeploy.patches import version_key
+from specdeploy.patches import Manifest, version_key
 
 STEP = "extract"
 SUFFIX = ".safetensors"
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-# vLLM's SpeculativeConfig method "extract_hidden_states" (read off the wheels).
+# vLLM's SpeculativeConfig method "extract_hidden_states", for versions not in the manifest.
 CONNECTOR_FROM = "0.17.0"
 
 
@@ -95,8 +95,14 @@ def check_space(need: Need, where: Path, margin_gb: float) -> None:
 
 
 def capture_method(cfg: Config) -> str:
+    """auto: the manifest's drafter_training.pipeline_capture of the serving vLLM (read off
+    its wheel: the extract_hidden_states method exists from 0.17.0 on)."""
     if cfg.extract_method != "auto":
         return str(cfg.extract_method)
+    entry = Manifest.load(None).versions().get(cfg.vllm_version) or {}
+    known = (entry.get("drafter_training") or {}).get("pipeline_capture")
+    if known:
+        return str(known)
     new = version_key(cfg.vllm_version) >= version_key(CONNECTOR_FROM)
     return "connector" if new else "eagle3-hook"
 

@@ -73,7 +73,9 @@ def engine(job: dict[str, Any], speculative_config: dict[str, Any], **extra: Any
         tokenizer=job["model"],
         speculative_config=speculative_config,
         max_model_len=job["max_model_len"],
-        max_num_batched_tokens=max(job["max_model_len"], 2048),
+        # whole prompts per step: a request split over steps would be saved half-computed
+        max_num_batched_tokens=max(job["max_model_len"], 8192),
+        enable_chunked_prefill=False,
         gpu_memory_utilization=job["gpu_memory_utilization"],
         tensor_parallel_size=job["tensor_parallel_size"],
         trust_remote_code=job["trust_remote_code"],
