@@ -6,10 +6,11 @@ Runs ON the GPU machine, in stages (one device call each, see drafter_proof.sh):
 ``targets``   train two tiny DeepSeek-V3 targets into language models (train_target.py):
               A (6 layers, first half of the stdlib sources) and B (7 layers, second half, the
               same tokenizer): "another target" of the same hidden size and vocabulary.
-``pipeline``  serve A through the toolkit's rendered no-spec unit and run the drafter pipeline
-              (python -m specdeploy.controller.drafter_pipeline) for A: generation through
-              that server's OpenAI API, extraction and the convention check through vLLM
-              0.20.2, training, conversion, provenance; then for B (reusing A's responses).
+``pipeline --only A``  serve A through the toolkit's rendered no-spec unit and run the drafter
+              pipeline (python -m specdeploy.controller.drafter_pipeline) for A: generation
+              through that server's OpenAI API, extraction and the convention check through
+              vLLM 0.20.2, training, conversion, provenance.
+``pipeline --only B``  the same for B, on A's responses (B's own hidden states).
 ``serve``     for three drafters - A's, A's with the aux layer ids shifted by one in its
               config.json, B's - first the toolkit's drafter check (what the deploy's preflight
               runs before any load), then the toolkit's rendered EAGLE-3 unit serving target A
@@ -167,7 +168,9 @@ def pipeline(cfg: Path, out: Path, name: str, until: str | None = None) -> int:
     if until:
         cmd += ["--until", until]
     env = dict(os.environ, PYTHONPATH=f"{CODE}:/tmp/site")
-    return sh(cmd, out / f"pipeline-{name}.log", 900, env)
+    # inside the call's limit; a killed run resumes in the next call (the pipeline's state)
+    left = max(30.0, DEADLINE[0] - (time.monotonic() - T0) - 25)
+    return sh(cmd, out / f"pipeline-{name}.log", left, env)
 
 
 def start_unit(unit: str, run_dir: Path, cache_tag: str) -> tuple[subprocess.Popen, dict, dict]:
@@ -202,48 +205,51 @@ def wait_ready(p: subprocess.Popen, base: str, budget: float) -> float | None:
     return None
 
 
-def stage_pipeline(out: Path) -> dict:
+def stage_pipeline(out: Path, which: str) -> dict:
+    """The pipeline for target A (generation through the rendered no-spec unit) or for B
+    (A's responses, B's hidden states)."""
     res: dict = {}
     W.mkdir(parents=True, exist_ok=True)
-    prompts(W / "train-prompts.jsonl", int(os.environ.get("PROOF_PROMPTS", "768")), 1, 0)
-    cfg_a = pipeline_config("A", "target-A", "tiny-dsv3")
-    pipeline_config("B", "target-B", "tiny-dsv3")
-    run_dir = out / "runs" / "generate-server"
-    p, _, _ = start_unit("drafter-nospec", run_dir, "gen")
-    try:
-        ready = wait_ready(p, "http://127.0.0.1:8011", 360)
-        res["generate_server_start_s"] = ready
-        log(f"generation server ready after {ready}s")
-        res["pipeline_A_generate_rc"] = pipeline(cfg_a, out, "A", "generate") if ready else None
-    finally:
-        res["generate_server_stop"] = driver.stop(p, 30)
-    res["pipeline_A_rc"] = pipeline(cfg_a, out, "A")
-    ex_state = W / "work-A" / "extract" / "state.json"
-    if res["pipeline_A_rc"] == 2 and not (
-        ex_state.is_file() and json.loads(ex_state.read_text()).get("status") == "done"
-    ):
-        # vLLM's extract_hidden_states connector failed on this target: the serving path's
-        # own proposer hook (the pipeline's other capture method) instead
-        log("extraction through the connector failed; retrying with extract_method eagle3-hook")
-        res["extract_fallback"] = "eagle3-hook"
-        for name in ("A", "B"):
-            path = W / f"pipeline-{name}.yml"
-            if path.is_file():
-                cfg = json.loads(path.read_text())
-                path.write_text(json.dumps({**cfg, "extract_method": "eagle3-hook"}, indent=1))
-        res["pipeline_A_rc"] = pipeline(cfg_a, out, "A")
-    if os.environ.get("PROOF_SKIP_B") != "1":
-        cfg_b = W / "pipeline-B.yml"
+    if which == "A":
+        prompts(W / "train-prompts.jsonl", int(os.environ.get("PROOF_PROMPTS", "768")), 1, 0)
+        cfg_a = pipeline_config("A", "target-A", "tiny-dsv3")
+        run_dir = out / "runs" / "generate-server"
+        p, _, _ = start_unit("drafter-nospec", run_dir, "gen")
+        try:
+            ready = wait_ready(p, "http://127.0.0.1:8011", 360)
+            res["generate_server_start_s"] = ready
+            log(f"generation server ready after {ready}s")
+            res["generate_rc"] = pipeline(cfg_a, out, "A", "generate") if ready else None
+        finally:
+            res["generate_server_stop"] = driver.stop(p, 30)
+            shutil.copy(run_dir / "engine.log", out / "generate-server-engine.log")
+        res["pipeline_rc"] = pipeline(cfg_a, out, "A")
+        ex_state = W / "work-A" / "extract" / "state.json"
+        if res["pipeline_rc"] == 2 and not (
+            ex_state.is_file() and json.loads(ex_state.read_text()).get("status") == "done"
+        ):
+            # vLLM's extract_hidden_states connector failed on this target: the serving
+            # path's own proposer hook (the pipeline's other capture method) instead
+            log("extraction through the connector failed; retrying with eagle3-hook")
+            res["extract_fallback"] = "eagle3-hook"
+            cfg = json.loads(cfg_a.read_text())
+            cfg_a.write_text(json.dumps({**cfg, "extract_method": "eagle3-hook"}, indent=1))
+            res["pipeline_rc"] = pipeline(cfg_a, out, "A")
+    else:
+        cfg_b = pipeline_config("B", "target-B", "tiny-dsv3")
+        cfg_a = json.loads((W / "pipeline-A.yml").read_text())
+        if cfg_a.get("extract_method"):
+            cfg = json.loads(cfg_b.read_text())
+            cfg_b.write_text(json.dumps({**cfg, "extract_method": cfg_a["extract_method"]}))
         wb = W / "work-B"
-        if not (wb / "generate").exists() and (W / "work-A" / "generate").exists():
+        if not (wb / "generate").exists():
             wb.mkdir(parents=True, exist_ok=True)
             shutil.copytree(W / "work-A" / "generate", wb / "generate")  # A's responses
-        res["pipeline_B_rc"] = pipeline(cfg_b, out, "B")
-    for name in ("A", "B"):
-        for step in ("generate", "extract", "convention", "train", "convert", "provenance"):
-            st = W / f"work-{name}" / step / "state.json"
-            if st.is_file():
-                res.setdefault(f"state_{name}", {})[step] = json.loads(st.read_text())
+        res["pipeline_rc"] = pipeline(cfg_b, out, "B")
+    for step in ("generate", "extract", "convention", "train", "convert", "provenance"):
+        st = W / f"work-{which}" / step / "state.json"
+        if st.is_file():
+            res.setdefault("state", {})[step] = json.loads(st.read_text())
     return res
 
 
@@ -404,6 +410,7 @@ DEADLINE = [540.0]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("stage", choices=["targets", "pipeline", "serve"])
+    ap.add_argument("--only", choices=["A", "B"], default="A", help="pipeline: which target")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/proof-out"))
     ap.add_argument("--deadline-s", type=float, default=540.0)
     ap.add_argument("--seconds-a", type=float, default=100.0)
@@ -416,13 +423,14 @@ def main() -> int:
     if a.stage == "targets":
         res = stage_targets(out, a.seconds_a, a.seconds_b)
     elif a.stage == "pipeline":
-        res = stage_pipeline(out)
+        res = stage_pipeline(out, a.only)
     else:
         res = stage_serve(out)
         res["summary"] = {t: summary(r) for t, r in res["runs"].items()}
     res["total_s"] = round(time.monotonic() - T0, 1)
-    (out / f"proof-{a.stage}.json").write_text(json.dumps(res, indent=1, default=str))
-    with tarfile.open(out / f"proof-{a.stage}.tgz", "w:gz") as tf:
+    tag = a.stage + (f"-{a.only}" if a.stage == "pipeline" else "")
+    (out / f"proof-{tag}.json").write_text(json.dumps(res, indent=1, default=str))
+    with tarfile.open(out / f"proof-{tag}.tgz", "w:gz") as tf:
         for p in sorted(out.iterdir()):
             if p.suffix in (".log", ".json") or p.is_dir():
                 tf.add(p, arcname=p.name)

@@ -7,8 +7,9 @@
 #   1  stage vLLM part 1; train targets A and B (train_target.py, about 4 min)
 #   2  stage vLLM part 2
 #   3  stage part 3, unpack vLLM 0.20.2 into /tmp/site (tests/gpu/call.sh 3, no runs); the
-#      drafter pipeline for A (served by the rendered no-spec unit) and for B
-#   4  serve A with A's drafter, B's drafter and A's drafter with shifted aux layer ids through
+#      drafter pipeline for A (generation through the rendered no-spec unit)
+#   4  the drafter pipeline for B (A's responses, B's hidden states)
+#   5  serve A with A's drafter, B's drafter and A's drafter with shifted aux layer ids through
 #      the rendered EAGLE-3 unit; the drafter check and the gates for each
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -32,11 +33,15 @@ case $STEP in
   RUNS3="" bash tests/gpu/call.sh 3 2>&1 | grep -v "^usage:\|error: the following" | tail -5
   [ -d /tmp/site/vllm ] || { echo "vLLM not unpacked"; exit 13; }
   rm -f "$OUTD/driver.log" "$OUTD/models.json"
-  PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" pipeline --out "$OUTD" --deadline-s "${DEADLINE3:-520}"
+  PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" pipeline --only A --out "$OUTD" --deadline-s $((570 - SECONDS))
   ;;
-4)
+4|5)
   [ -d /tmp/site/vllm ] || { echo "/tmp/site/vllm missing: the machine was not kept warm since call 3"; exit 14; }
-  PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" serve --out "$OUTD" --deadline-s "${DEADLINE4:-560}"
+  if [ "$STEP" = 4 ]; then
+    PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" pipeline --only B --out "$OUTD" --deadline-s $((570 - SECONDS))
+  else
+    PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" serve --out "$OUTD" --deadline-s $((570 - SECONDS))
+  fi
   ;;
 *) echo "unknown step $STEP"; exit 2 ;;
 esac

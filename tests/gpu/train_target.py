@@ -113,6 +113,13 @@ def main() -> int:
         if step % 25 == 0:
             losses.append((step, round(loss.item(), 4)))
             print(f"step {step} loss {loss.item():.3f} lr {lr:.2e}", flush=True)
+    model.eval()
+    samples = {}
+    with torch.no_grad():
+        for prompt in ("def main():\n    ", "import os\n\n\nclass "):
+            x = torch.tensor([tok.encode(prompt).ids], device=dev)
+            y = model.generate(x, max_new_tokens=40, do_sample=False)
+            samples[prompt] = tok.decode(y[0, x.shape[1] :].tolist())
     model = model.to(torch.bfloat16)
     model.save_pretrained(str(out), safe_serialization=True)
     (out / "config.json").write_text(cfg_text)  # the config vLLM reads (router keys kept)
@@ -125,6 +132,7 @@ def main() -> int:
         "train_s": round(time.time() - t_train, 1),
         "final_loss": losses[-1][1] if losses else None,
         "loss_curve": losses,
+        "greedy_samples": samples,
         "total_s": round(time.time() - t0, 1),
         "torch": torch.__version__,
     }
