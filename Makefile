@@ -15,6 +15,8 @@ TO          ?=
 PYTEST_ARGS ?=
 export SPECDEPLOY_CACHE := $(CACHE)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# tests/testbed (sandbox, bench, demo): test tooling, importable as `testbed`, never in a release
+export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
 PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
@@ -37,7 +39,7 @@ $(VENV)/.stamp: requirements.lock
 	@touch $@
 
 prefetch: $(VENV)/.stamp ## download the pinned wheels into the cache (once)
-	$(BIN)/python -m specdeploy.wheelhouse --cache $(CACHE)
+	$(BIN)/python -m specdeploy.controller.wheelhouse --cache $(CACHE)
 
 setup: $(VENV)/.stamp .apt-stamp prefetch ## venv, apt packages and cached downloads
 
@@ -54,13 +56,13 @@ test-faults: setup ## the fault-injection suite alone (part of make test; its gr
 	$(BIN)/python tests/run_groups.py --only test_faults -- $(PYTEST_ARGS)
 
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
-	$(BIN)/python -m specdeploy.demo
+	$(BIN)/python -m testbed.demo
 
 sandbox-up: setup ## boot NODES=N sandbox GPU nodes (systemd-nspawn) and write inventory/sandbox
-	$(BIN)/python -m specdeploy.sandbox up --nodes $(NODES)
+	$(BIN)/python -m testbed.sandbox up --nodes $(NODES)
 
 sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, mount or address
-	$(BIN)/python -m specdeploy.sandbox down
+	$(BIN)/python -m testbed.sandbox down
 
 deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) deploy.yml $(EXTRA)
@@ -102,8 +104,8 @@ unschedule: $(VENV)/.stamp ## remove the validation timer (history and reports s
 
 BENCH_ARGS  ?=
 bench: setup ## deploy/no-op/rollback wall times on 1, 2, 4 sandbox nodes -> docs/bench.md (BENCH_ARGS=)
-	$(BIN)/python -m specdeploy.bench $(BENCH_ARGS)
+	$(BIN)/python -m testbed.bench $(BENCH_ARGS)
 
 clean: ## remove the venv, stamps and generated inventory (keeps the download cache)
-	-$(BIN)/python -m specdeploy.sandbox down 2>/dev/null
+	-$(BIN)/python -m testbed.sandbox down 2>/dev/null
 	rm -rf $(VENV) .apt-stamp $(SANDBOX_INV) .pytest_cache .ruff_cache build

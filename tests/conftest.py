@@ -1,6 +1,6 @@
 """Shared pytest fixtures.
 
-`sandbox`: session-scoped factory of sandbox GPU nodes (specdeploy/sandbox.py). In a test:
+`sandbox`: session-scoped factory of sandbox GPU nodes (tests/testbed/sandbox.py). In a test:
 
     def test_x(sandbox):
         cluster = sandbox(2)                # node1, node2 running (others may run too)
@@ -20,14 +20,22 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+# The test tooling (tests/testbed: sandbox, bench, demo) is a package of its own, outside the
+# product: subprocesses that run `python -m testbed.sandbox` find it through PYTHONPATH too.
+_TESTS = str(REPO / "tests")
+if _TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p
+    )
 
 
 @pytest.fixture(scope="session")
 def sandbox(request: pytest.FixtureRequest):
     if os.geteuid() != 0:
         pytest.skip("sandbox nodes need root (systemd-nspawn, overlayfs, cgroups)")
-    from specdeploy.sandbox import Session
+    from testbed.sandbox import Session
 
     session = Session()
     request.addfinalizer(session.close)

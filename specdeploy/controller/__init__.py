@@ -1,1 +1,5 @@
-"""Controller-side tools: run where Ansible runs, never on a node (outside the release id)."""
+"""Controller-side code: plan, drafter check, drafter pipeline, reports, history, wheels
+(never on a node).
+
+Not part of a release: editing it never changes a release id.
+"""

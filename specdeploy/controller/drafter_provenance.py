@@ -2,7 +2,7 @@
 
 ``specdeploy-drafter.json`` lies next to the drafter's weights (written by the drafter
 pipeline, ``python -m specdeploy.controller.drafter_pipeline``); the deploy's drafter check
-(``specdeploy.drafter``) reads it and refuses a drafter whose target, auxiliary layers or
+(``specdeploy.controller.drafter``) reads it and refuses a drafter whose target, auxiliary layers or
 hidden-state offset differ from what the node will serve.
 
 Definitions (one home for each):

@@ -16,7 +16,7 @@ import re
 import pytest
 from test_deploy_support import ROOT, Deploy, Run, stage_models
 
-from specdeploy import wheelhouse
+from specdeploy.controller import wheelhouse
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 

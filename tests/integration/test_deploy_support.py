@@ -163,7 +163,7 @@ class NodeState:
 
     def push(self, path: str, data: bytes, mode: str = "0644") -> None:
         """Write one file on the node as root."""
-        from specdeploy import sandbox as sb
+        from testbed import sandbox as sb
 
         q = shlex.quote(path)
         command = (

@@ -119,7 +119,7 @@ def push(cluster, files: dict[str, bytes], target: str) -> None:
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
     node = cluster.nodes[0]
-    from specdeploy import sandbox as sb
+    from testbed import sandbox as sb
 
     command = f"sudo -n mkdir -p {target} && sudo -n tar -xzf - -C {target}"
     subprocess.run(
@@ -131,7 +131,7 @@ def push_dir(cluster, local: Path, target: str) -> None:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         tar.add(local, arcname=".")
-    from specdeploy import sandbox as sb
+    from testbed import sandbox as sb
 
     command = f"sudo -n mkdir -p {target} && sudo -n tar -xzf - -C {target}"
     subprocess.run(

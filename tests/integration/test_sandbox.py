@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from specdeploy import sandbox as sb
+from testbed import sandbox as sb
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]
@@ -234,7 +233,7 @@ def test_a_reboot_inside_a_node_boots_it_again_on_the_same_disk(sandbox):
     nspawn = [pid for pid in sb.nspawn_processes() if sb.parent_pid(pid) == node.pid]
     assert len(nspawn) == 1  # booted again by the node's own supervisor
     result = subprocess.run(
-        [sys.executable, "-m", "specdeploy.sandbox", "down"],
+        [sys.executable, "-m", "testbed.sandbox", "down"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -250,7 +249,7 @@ def test_down_leaves_nothing_behind(sandbox):
     assert leftovers()  # the check sees running nodes
     pids = [n.pid for n in cluster.nodes]
     result = subprocess.run(
-        [sys.executable, "-m", "specdeploy.sandbox", "down"],
+        [sys.executable, "-m", "testbed.sandbox", "down"],
         cwd=REPO,
         capture_output=True,
         text=True,

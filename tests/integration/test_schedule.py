@@ -76,7 +76,7 @@ def tar_of(files: dict[str, bytes], modes: dict[str, int] | None = None) -> byte
 
 class Sched:
     def __init__(self, cluster) -> None:
-        from specdeploy import sandbox as sb
+        from testbed import sandbox as sb
 
         self.sb = sb
         self.cluster = cluster

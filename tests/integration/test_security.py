@@ -152,7 +152,7 @@ def test_the_checks_authenticate_with_the_key_file(deployed, node):
     release_dir = f"{ROOT}/releases/{node.current_release()}"
     check = (
         f"sudo -n env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH={release_dir}/toolkit "
-        f"{release_dir}/venv/bin/python -m specdeploy.check smoke "
+        f"{release_dir}/venv/bin/python -m specdeploy.node.check smoke "
         f"--base-url http://{node.node.address}:8000 "
         f"--served-model-name '{SERVED}' --request-timeout 10 --json"
     )
@@ -172,7 +172,7 @@ def test_no_secret_in_the_verbose_output(deployed):
 
 
 def test_secrets_on_disk_only_in_the_root_only_files(deployed, node, main_pid):
-    from specdeploy import sandbox as sb
+    from testbed import sandbox as sb
 
     # The secrets go to grep on stdin: a command line would land in sudo's log.
     command = (

@@ -1,6 +1,6 @@
 """Fixtures for the patch tests: real vLLM wheels from PyPI, downloaded once into the cache.
 
-Only the members the patcher and the verifier read are extracted (``specdeploy.wheels``,
+Only the members the patcher and the verifier read are extracted (``specdeploy.controller.wheels``,
 into ``<cache>/vllm-src/<version>/`` together with the wheel's real dist-info); each test gets
 its own copy as a small tmp "site-packages", so tests that modify files are independent.
 """
@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: s
 
 from patchtest_util import MANIFEST
 
-from specdeploy import wheels
-from specdeploy.patches import Manifest
+from specdeploy.controller import wheels
+from specdeploy.node.patches import Manifest
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,7 @@ def manifest() -> Manifest:
 
 @pytest.fixture(scope="session")
 def newest_vllm() -> str:
-    """The newest vLLM on PyPI (answer cached for a day by specdeploy.wheels)."""
+    """The newest vLLM on PyPI (answer cached for a day by specdeploy.controller.wheels)."""
     return wheels.newest_version()
 
 

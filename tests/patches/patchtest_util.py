@@ -12,7 +12,9 @@ PATCH_VERSIONS = ["0.15.1", "0.16.0", "0.17.0", "0.17.1"]
 NATIVE_VERSIONS = ["0.18.1", "0.20.2"]  # plus the newest on PyPI (fixture newest_vllm)
 
 
-def run_cli(*args: str, module: str = "specdeploy.patches") -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, module: str = "specdeploy.node.patches"
+) -> subprocess.CompletedProcess[str]:
     """Run a specdeploy CLI the way the node does: python -m specdeploy.<module>."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],

@@ -1,4 +1,4 @@
-"""The pure-Python unified-diff engine of specdeploy.patches, against GNU diff's output."""
+"""The pure-Python unified-diff engine of specdeploy.node.patches, against GNU diff's output."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy.patches import PatchError, apply_hunks, parse_unified_diff
+from specdeploy.node.patches import PatchError, apply_hunks, parse_unified_diff
 
 CASES = {
     "edit-middle": ("a\nb\nc\nd\ne\nf\ng\nh\n", "a\nb\nc\nD\nD2\ne\nf\ng\nh\n"),

@@ -6,7 +6,7 @@ Per torch pin a venv is built once and cached (``<cache>/venvs/torch-<pin>``):
 swapped in with ``pip install --no-deps <cached wheel>``.
 
 The cached venv itself is never patched: the test builds an overlay directory whose ``vllm/``
-tree is symlinks to the installed files, lets ``specdeploy.patches apply`` replace the target
+tree is symlinks to the installed files, lets ``specdeploy.node.patches apply`` replace the target
 files there (it writes real files over the links), and runs ``realimport_probe.py`` with the
 venv's python and ``PYTHONPATH=<overlay>`` so ``import vllm`` resolves to the patched tree.
 
@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 from patchtest_util import MANIFEST, REPO
 
-from specdeploy import wheels
-from specdeploy.patches import Manifest
+from specdeploy.controller import wheels
+from specdeploy.node.patches import Manifest
 
 pytestmark = [pytest.mark.patches, pytest.mark.slow]
 
@@ -225,7 +225,7 @@ def test_patched_vllm_imports_and_passes_its_own_checks(
         [
             sys.executable,
             "-m",
-            "specdeploy.patches",
+            "specdeploy.node.patches",
             "apply",
             "--json",
             "--site-packages",
@@ -258,7 +258,7 @@ def test_patched_vllm_imports_and_passes_its_own_checks(
         [
             str(venv / "bin" / "python"),
             "-m",
-            "specdeploy.patches",
+            "specdeploy.node.patches",
             "status",
             "--json",
             "--site-packages",

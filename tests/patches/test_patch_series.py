@@ -19,8 +19,9 @@ from patchtest_util import (
     snapshot,
 )
 
-from specdeploy import patch_verify, speckeys, wheels
-from specdeploy.patches import Manifest, parse_unified_diff, series_sha256
+from specdeploy.controller import wheels
+from specdeploy.node import patch_verify, speckeys
+from specdeploy.node.patches import Manifest, parse_unified_diff, series_sha256
 
 pytestmark = pytest.mark.patches
 

@@ -1,4 +1,4 @@
-"""specdeploy.wheels: the newest-version answer is cached for a day (no network needed here)."""
+"""specdeploy.controller.wheels: newest-version answer cached a day (no network here)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy import wheels
+from specdeploy.controller import wheels
 
 
 def test_fresh_answer_is_reused_without_asking_pypi(tmp_path: Path, monkeypatch) -> None:

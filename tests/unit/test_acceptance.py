@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specdeploy import acceptance  # noqa: E402
-from specdeploy.smoke import Client, HttpError  # noqa: E402
+from specdeploy.node import acceptance  # noqa: E402
+from specdeploy.node.smoke import Client, HttpError  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "vllm-0.20.2"
 SPEC = (FIX / "metrics-spec.txt").read_text()

@@ -1,8 +1,8 @@
-"""make bench's parsing and table (specdeploy/bench.py); the runs themselves are make bench."""
+"""make bench's parsing and table (tests/testbed/bench.py); the runs themselves are make bench."""
 
 from __future__ import annotations
 
-from specdeploy import bench
+from testbed import bench
 
 RECAP = """
 PLAY RECAP *********************************************************************

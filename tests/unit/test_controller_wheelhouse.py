@@ -1,4 +1,4 @@
-"""The controller's wheelhouse fill (specdeploy/controller_wheelhouse.py), with real pip.
+"""The controller's wheelhouse fill (specdeploy/controller/controller_wheelhouse.py), with real pip.
 
 pip downloads from a local find-links directory of small wheels built here (the same
 PIP_FIND_LINKS / PIP_NO_INDEX environment an operator sets for a mirror), so no test needs
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy import controller_wheelhouse, wheelhouse
+from specdeploy.controller import controller_wheelhouse, wheelhouse
 
 PLATFORM = ["--python-version", "3.11", "--machine", "x86_64", "--glibc", "2.36"]
 
@@ -61,7 +61,7 @@ def index(tmp_path, monkeypatch) -> Path:
 
 def run_fill(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specdeploy.controller_wheelhouse", *args],
+        [sys.executable, "-m", "specdeploy.controller.controller_wheelhouse", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -1,4 +1,4 @@
-"""specdeploy.doctor against the nvidia-smi replays and fake /sys trees (no GPU, no root)."""
+"""specdeploy.node.doctor against the nvidia-smi replays and fake /sys trees (no GPU, no root)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy import doctor
+from specdeploy.node import doctor
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 sys.path.insert(0, str(FIXTURES))

@@ -14,8 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from specdeploy import drafter  # noqa: E402
-from specdeploy.patches import Manifest, UsageError  # noqa: E402
+from specdeploy.controller import drafter  # noqa: E402
+from specdeploy.node.patches import Manifest, UsageError  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "drafters"
 KIMI = FIX / "kimi-k2.5"

@@ -404,7 +404,7 @@ def drafter_check(target: Path, drafter: Path) -> subprocess.CompletedProcess[st
         [
             sys.executable,
             "-m",
-            "specdeploy.drafter",
+            "specdeploy.controller.drafter",
             "--target",
             str(target),
             "--drafter",

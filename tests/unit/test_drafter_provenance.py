@@ -17,9 +17,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from specdeploy import drafter  # noqa: E402
+from specdeploy.controller import drafter  # noqa: E402
 from specdeploy.controller import drafter_provenance as prov  # noqa: E402
-from specdeploy.patches import Manifest  # noqa: E402
+from specdeploy.node.patches import Manifest  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "drafters"
 KIMI = FIX / "kimi-k2.5"
@@ -60,7 +60,7 @@ def trained(tmp_path: Path, **change: object) -> Path:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "specdeploy.drafter", *args],
+        [sys.executable, "-m", "specdeploy.controller.drafter", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -163,7 +163,7 @@ def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) ->
         [
             sys.executable,
             "-m",
-            "specdeploy.drafter",
+            "specdeploy.controller.drafter",
             "--target",
             str(a / "target"),
             "--drafter",

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specdeploy import history  # noqa: E402
+from specdeploy.controller import history  # noqa: E402
 
 
 def _run(node: str, release: str, started: str, tps: float, mode: str, status: str = "pass"):

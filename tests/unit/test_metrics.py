@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specdeploy import metrics  # noqa: E402
+from specdeploy.node import metrics  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "vllm-0.20.2"
 SPEC = (FIX / "metrics-spec.txt").read_text()

@@ -1,4 +1,4 @@
-"""specdeploy.release: ledger order, rollback targets, activation records, rebuilds."""
+"""specdeploy.node.release: ledger order, rollback targets, activation records, rebuilds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy import release
+from specdeploy.node import release
 
 RELEASE_PY = Path(release.__file__)
 

@@ -1,4 +1,4 @@
-"""specdeploy.deploy_lock: one deploy at a time per node; stale locks do not block forever."""
+"""specdeploy.node.deploy_lock: one deploy at a time per node; stale locks do not block forever."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdeploy import deploy_lock
+from specdeploy.node import deploy_lock
 
 LOCK_PY = Path(deploy_lock.__file__)
 

@@ -17,7 +17,8 @@ sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
 from harness import Standin, free_port  # noqa: E402
 
-from specdeploy import check, history, metrics, report  # noqa: E402
+from specdeploy.controller import history, report  # noqa: E402
+from specdeploy.node import check, metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

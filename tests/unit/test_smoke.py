@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
 from harness import Standin  # noqa: E402
 
-from specdeploy import check, smoke  # noqa: E402
+from specdeploy.node import check, smoke  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,4 +1,5 @@
-"""The vLLM STAND-IN on 127.0.0.1 (free port), checked with the real checker (specdeploy.check).
+"""The vLLM STAND-IN on 127.0.0.1 (free port), checked with the real checker
+(specdeploy.node.check).
 
 Covers: smoke + acceptance pass; each gate failing; speculation off; server down; server
 hanging (timeouts fire); start-up hang; 401 without the key; the stand-in's vLLM-like
@@ -24,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
 from harness import PYTHON, STANDIN, Standin, free_port  # noqa: E402
 
-from specdeploy import check, metrics  # noqa: E402
+from specdeploy.node import check, metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,7 +24,7 @@ The periodic stats logger prints, for each interval with speculative work::
 
 CLI::
 
-    python -m specdeploy.engine_log ENGINE.log [--json]     # backends, aux layers, spec lines
+    python -m specdeploy.node.engine_log ENGINE.log [--json]     # backends, aux layers, spec lines
 
 Exit codes: 0 parsed (something found), 1 the log names no attention backend, 2 usage error.
 """
@@ -303,7 +303,9 @@ def target_and_drafter(backends: list[BackendChoice]) -> tuple[str | None, str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="specdeploy.engine_log", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="specdeploy.node.engine_log", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("log", help="engine log file (journal text or vLLM's stdout)")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m specdeploy.check smoke|acceptance|all --base-url http://127.0.0.1:PORT
+    python -m specdeploy.node.check smoke|acceptance|all --base-url http://127.0.0.1:PORT
         --served-model-name NAME [--api-key-file F] [--prompts FILE] [--max-requests N]
         [--time-budget S] [--repeats N] [--max-tokens N] [--warmup N] [--concurrency N]
         [--request-timeout S] [--gates FILE] [--baseline-tps X | --baseline-file F]
@@ -64,7 +64,7 @@ import time
 import uuid
 from pathlib import Path
 
-from specdeploy import acceptance, gate, smoke
+from specdeploy.node import acceptance, gate, smoke
 
 SCHEMA = "specdeploy.validation/1"
 
@@ -78,8 +78,8 @@ def default_release() -> str | None:
     if env:
         return env
     here = Path(__file__).resolve()
-    if here.parents[1].name == "toolkit":
-        manifest = here.parents[2] / "manifest.json"
+    if here.parents[2].name == "toolkit":  # <release>/toolkit/specdeploy/node/check.py
+        manifest = here.parents[3] / "manifest.json"
         try:
             d = json.loads(manifest.read_text(encoding="utf-8"))
             rid = d.get("release_id") or d.get("id")
@@ -87,7 +87,7 @@ def default_release() -> str | None:
                 return rid
         except (OSError, ValueError):
             pass
-        return here.parents[2].name
+        return here.parents[3].name
     return None
 
 

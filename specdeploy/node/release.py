@@ -384,7 +384,9 @@ def status(root: Path) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specdeploy.release", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="specdeploy.node.release", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--root", required=True, type=Path, help="the toolkit root on the node")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("init", help="create a release manifest (status building)")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from specdeploy import wheels
+from specdeploy.controller import wheels
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
 # A second supported version, for the tests that roll between releases of different vLLM.
 EXTRA_SANDBOX_VLLM = ("0.17.1",)

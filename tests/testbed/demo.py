@@ -18,7 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LOGS = REPO / "build" / "demo"
 PLAYBOOK = [str(REPO / ".venv" / "bin" / "ansible-playbook")]
 RECAP = re.compile(
@@ -61,7 +61,7 @@ def changed_count(output: str) -> int:
 
 def node_ssh(*command: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "specdeploy.sandbox", "ssh", "node1", "--", *command],
+        [sys.executable, "-m", "testbed.sandbox", "ssh", "node1", "--", *command],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -110,13 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the sandbox node running")
     args = parser.parse_args(argv)
     keep = args.keep or os.environ.get("KEEP") == "1"
-    from specdeploy import sandbox  # the same instance choice as `make sandbox-up`
+    from testbed import sandbox  # the same instance choice as `make sandbox-up`
 
     inventory = str(sandbox.inventory_path().parent)
     py = [sys.executable, "-m"]
     try:
         say("1/7 booting a sandbox GPU node (Debian 12, systemd as PID 1, sshd on 127.0.0.11)")
-        _, s = run("sandbox-up", [*py, "specdeploy.sandbox", "up", "--nodes", "1"])
+        _, s = run("sandbox-up", [*py, "testbed.sandbox", "up", "--nodes", "1"])
         say(f"    node up in {s:.1f} s; inventory {inventory}/ (host keys pinned)")
         run("stage-models", [*PLAYBOOK, "-i", inventory, "tests/playbooks/stage-models.yml"])
 
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             say("the node keeps running (KEEP=1); `make sandbox-down` stops it")
         else:
             subprocess.run(
-                [*py, "specdeploy.sandbox", "down"], cwd=REPO, check=False, capture_output=True
+                [*py, "testbed.sandbox", "down"], cwd=REPO, check=False, capture_output=True
             )
             say("sandbox node stopped (KEEP=1 keeps it)")
 

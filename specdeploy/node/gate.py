@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from specdeploy.acceptance import AcceptanceResult
+from specdeploy.node.acceptance import AcceptanceResult
 
 EXIT_PASS = 0
 EXIT_FAIL = 1

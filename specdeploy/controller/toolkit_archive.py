@@ -15,7 +15,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # What a release needs on the node (the stand-in only matters on sandbox nodes, but shipping
 # it everywhere keeps one archive per toolkit version; the production unit never runs it).
 INCLUDE = ("specdeploy", "patches/vllm", "tests/standin", "tests/fixtures/vllm-0.20.2")

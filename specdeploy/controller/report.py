@@ -1,4 +1,4 @@
-"""Controller-side reports from ``specdeploy.check`` result JSONs.
+"""Controller-side reports from ``specdeploy.node.check`` result JSONs.
 
 Usage::
 
@@ -30,7 +30,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from specdeploy import history
+from specdeploy.controller import history
 
 SCHEMA_PREFIX = "specdeploy.validation/"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",

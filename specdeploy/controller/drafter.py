@@ -1,6 +1,6 @@
 """EAGLE-3 drafter compatibility check: target config.json + drafter config.json + vLLM version.
 
-    python -m specdeploy.drafter --target DIR|config.json --drafter DIR|config.json \\
+    python -m specdeploy.controller.drafter --target DIR|config.json --drafter DIR|config.json \\
         --vllm-version X [--manifest PATH] [--require-provenance] [--json]
     (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline;
     then no weights are inspected and a missing d2t is only a warning; with inline configs
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import drafter_provenance as provenance
-from specdeploy.patches import Manifest, UsageError, version_key
+from specdeploy.node.patches import Manifest, UsageError, version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
 MLA_STYLE = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
@@ -490,7 +490,7 @@ def check_provenance(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.drafter",
+        prog="python -m specdeploy.controller.drafter",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -9,10 +9,10 @@ Layout under the cache dir (``$SPECDEPLOY_CACHE`` or ``~/.cache/specdeploy``)::
 
 CLI::
 
-    python -m specdeploy.wheels fetch 0.16.0 0.17.1 ...   # download + extract patch targets
-    python -m specdeploy.wheels path 0.16.0                # print the wheel path (fetching it)
-    python -m specdeploy.wheels newest [--refresh]         # newest vLLM version on PyPI
-    python -m specdeploy.wheels extract 0.16.0 vllm/config/speculative.py ...
+    python -m specdeploy.controller.wheels fetch 0.16.0 0.17.1 ...  # download, extract targets
+    python -m specdeploy.controller.wheels path 0.16.0   # the wheel's path (fetched)
+    python -m specdeploy.controller.wheels newest [--refresh]         # newest vLLM version on PyPI
+    python -m specdeploy.controller.wheels extract 0.16.0 vllm/config/speculative.py ...
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def newest_version(*, refresh: bool = False, ttl_s: int = NEWEST_TTL_S) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specdeploy.wheels", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m specdeploy.controller.wheels", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch", help="download wheels and extract the patch targets")
     f.add_argument("versions", nargs="+", help="vLLM versions, or 'newest'")

@@ -1,6 +1,6 @@
 """SQLite history of validation results, keyed by node and release (controller side).
 
-Every ``specdeploy.check`` result JSON can be recorded (``record``); a result is stored once
+Every ``specdeploy.node.check`` result JSON can be recorded (``record``); a result is stored once
 (keyed by its ``run_id``, or the hash of its JSON when it has none). A run is a regression
 when its figures fall more than a relative tolerance below that release's FIRST VALIDATED run
 on the same node (the first run with status ``pass`` that measured acceptance): mean
@@ -10,8 +10,8 @@ The no-speculation baseline of a node is the latest passed ``--no-spec-baseline`
 that node and served model (a release deployed with speculation off); validations of
 speculative releases compare their throughput with it (``check --baseline-tps``)::
 
-    python -m specdeploy.history baseline --db DB --node NODE --model NAME   # JSON; exit 1: none
-    python -m specdeploy.history runs --db DB [--node NODE] [--release ID]    # JSON lines
+    python -m specdeploy.controller.history baseline --db DB --node N --model NAME  # exit 1 none
+    python -m specdeploy.controller.history runs --db DB [--node NODE] [--release ID]  # JSON lines
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Runs ON the node with the release venv's python (stdlib + PyYAML + pyflakes):
 
-    python -m specdeploy.patches {list,status,check,apply,revert,verify}
+    python -m specdeploy.node.patches {list,status,check,apply,revert,verify}
         [--site-packages PATH] [--version X] [--manifest PATH] [--backup-dir PATH] [--json]
 
 * ``--site-packages``: the directory holding ``vllm/`` (default: the running interpreter's
@@ -204,7 +204,7 @@ def default_manifest() -> Path:
     env = os.environ.get(MANIFEST_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "patches" / "vllm" / "manifest.yml"
+    return Path(__file__).resolve().parents[2] / "patches" / "vllm" / "manifest.yml"
 
 
 @dataclass
@@ -491,7 +491,7 @@ class Patcher:
 
     def _apply(self) -> str:
         """Returns 'applied', 'unchanged' or 'native'. All-or-nothing."""
-        from specdeploy import patch_verify
+        from specdeploy.node import patch_verify
 
         result, _ = self.check()
         if result != "would-apply":
@@ -595,7 +595,7 @@ class Patcher:
         return "reverted"
 
     def status(self) -> dict[str, Any]:
-        from specdeploy import patch_verify
+        from specdeploy.node import patch_verify
 
         self.require_supported()
         series = self.manifest.read_series(self.version) if self.kind == "patch" else []
@@ -652,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.add_argument("--json", action="store_true", help="machine-readable output")
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.patches",
+        prog="python -m specdeploy.node.patches",
         description="Versioned vLLM EAGLE-3 patch series: list/status/check/apply/revert/verify",
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -715,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "apply":
             if p.kind == "native":
-                from specdeploy import patch_verify
+                from specdeploy.node import patch_verify
 
                 rep = patch_verify.verify(p.site_packages, p.version, manifest)
                 obj = {**base, "result": "native", "verified": rep.ok, "checks": rep.as_list()}
@@ -748,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         if args.cmd == "verify":
-            from specdeploy import patch_verify
+            from specdeploy.node import patch_verify
 
             p.require_supported()
             rep = patch_verify.verify(p.site_packages, p.version, manifest)

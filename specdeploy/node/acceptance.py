@@ -27,8 +27,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdeploy import metrics
-from specdeploy.smoke import Client, HttpError, completion_tokens
+from specdeploy.node import metrics
+from specdeploy.node.smoke import Client, HttpError, completion_tokens
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent / "prompts" / "prompts.jsonl"
 

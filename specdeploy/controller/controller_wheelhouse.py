@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdeploy import wheelhouse
+from specdeploy.controller import wheelhouse
 
 # pip download names every wheel it resolved, new or already in the directory, in these lines.
 PIP_WHEEL_LINE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")

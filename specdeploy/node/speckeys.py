@@ -3,7 +3,7 @@
 vLLM parses ``--speculative-config`` JSON into ``SpeculativeConfig(**d)``, a pydantic dataclass
 with ``extra="forbid"``: any key that is not an init field is an error. The set of fields
 changes between versions, so the keys are extracted from ``vllm/config/speculative.py`` of
-the real wheel (``python -m specdeploy.speckeys 0.16.0`` or ``--file PATH``) and recorded in
+the real wheel (``python -m specdeploy.node.speckeys 0.16.0`` or ``--file PATH``) and recorded in
 ``patches/vllm/manifest.yml``; a test keeps the manifest equal to the extraction.
 
 Runs on the node too: stdlib only.
@@ -83,7 +83,7 @@ def extract_from_file(path: Path) -> dict[str, list[str]]:
 
 def extract_from_wheel(version: str) -> dict[str, list[str]]:
     """Extract from the cached wheel (downloads it once; controller side only)."""
-    from specdeploy import wheels
+    from specdeploy.controller import wheels
 
     return extract_fields(wheels.read_member(version, "vllm/config/speculative.py").decode())
 
@@ -143,7 +143,7 @@ def drafter_facts_from_wheel(version: str) -> dict[str, object]:
     """Facts the drafter check needs, read off the cached wheel (controller side)."""
     import zipfile
 
-    from specdeploy import wheels
+    from specdeploy.controller import wheels
 
     with zipfile.ZipFile(wheels.fetch_wheel(version)) as zf:
         names = set(zf.namelist())
@@ -172,7 +172,7 @@ def drafter_facts_from_wheel(version: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specdeploy.speckeys", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m specdeploy.node.speckeys", description=__doc__)
     ap.add_argument("version", nargs="?", help="vLLM version (read from the cached wheel)")
     ap.add_argument("--file", type=Path, help="path of a vllm/config/speculative.py")
     ap.add_argument("--json", action="store_true")

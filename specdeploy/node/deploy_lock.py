@@ -228,7 +228,7 @@ def alive(owner: dict[str, Any]) -> bool | None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="specdeploy.deploy_lock", description=__doc__.split("\n")[0]
+        prog="specdeploy.node.deploy_lock", description=__doc__.split("\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("acquire", help="take the node's deploy lock (on the node)")

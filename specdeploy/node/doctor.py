@@ -3,7 +3,7 @@
 Read-only, standard library only (it runs on the node, as root for the PCI config space).
 Modelled on DeepOps' validation doctor: one line per check, each failure with its fix.
 
-    python -m specdeploy.doctor --expected-gpus 8 --vllm-version 0.16.0 \\
+    python -m specdeploy.node.doctor --expected-gpus 8 --vllm-version 0.16.0 \\
         --free-disk /opt/specdeploy=25 --model-dir /srv/models/Kimi-K2.5 [--json]
 
 Checks: nvidia-smi answers; GPU count; model and compute capability; driver >= the minimum
