@@ -19,6 +19,7 @@ OUTDIR/train.json (steps, tokens, loss curve).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import math
@@ -77,9 +78,8 @@ def main() -> int:
             shutil.copy(Path(a.tokenizer_from) / name, out / name)
     else:
         build_models.build_tokenizer(str(out))
-    build_models.N_LAYERS = a.layers
-    torch.manual_seed(a.seed)
-    build_models.build_target(str(out), 1.0, 1.0, 1.0)  # plain init, vLLM's router keys
+    shape = dataclasses.replace(build_models.SHAPES["tiny"], layers=a.layers)
+    build_models.build_target(str(out), shape, 1.0, 1.0, 1.0)  # plain init, vLLM's router keys
     cfg_text = (out / "config.json").read_text()
     from tokenizers import Tokenizer
     from transformers import DeepseekV3ForCausalLM
