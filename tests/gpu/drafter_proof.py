@@ -99,6 +99,8 @@ def stage_targets(out: Path, seconds_a: float, seconds_b: float) -> dict:
             seconds_b,
         ),
     ):
+        if secs <= 0:
+            continue
         rc = sh(
             [PY, str(HERE / "train_target.py"), str(W / name), "--seconds", str(secs), *extra],
             out / f"{name}.log",
@@ -250,6 +252,89 @@ def stage_pipeline(out: Path, which: str) -> dict:
         st = W / f"work-{which}" / step / "state.json"
         if st.is_file():
             res.setdefault("state", {})[step] = json.loads(st.read_text())
+    return res
+
+
+def prompts_only_generation(cfg_path: Path, n: int) -> None:
+    """The generate step's chunks from the prompts alone (no generation server in this call:
+    the device time did not allow one); tokenized with the target's tokenizer."""
+    from tokenizers import Tokenizer
+
+    cfg = json.loads(cfg_path.read_text())
+    tok = Tokenizer.from_file(str(Path(cfg["target_model_path"]) / "tokenizer.json"))
+    lines = Path(cfg["prompts_file"]).read_text().splitlines()[:n]
+    d = Path(cfg["workdir"]) / "generate"
+    d.mkdir(parents=True, exist_ok=True)
+    recs = []
+    for i, line in enumerate(lines):
+        prompt = json.loads(line)["prompt"]
+        ids = tok.encode(prompt).ids
+        recs.append(
+            {
+                "index": i,
+                "prompt": prompt,
+                "text": "",
+                "prompt_token_ids": ids,
+                "token_ids": [],
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": 0},
+            }
+        )
+    (d / "chunk-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (d / "state.json").write_text(
+        json.dumps(
+            {
+                "step": "generate",
+                "status": "done",
+                "inputs": "prompts-only",
+                "result": {"responses": len(recs), "note": "prompts only, no generation server"},
+            }
+        )
+    )
+
+
+def stage_convention(out: Path) -> dict:
+    """17.3 on real vLLM 0.20.2: extraction through the connector and the serving capture
+    through the proposer hook agree (C); a pipeline extracting one layer off (D,
+    extract_layer_shift 1) is stopped by the convention check naming the offset; then, if
+    time is left, C trains, converts and writes its provenance."""
+    res: dict = {}
+    prompts(W / "train-prompts.jsonl", 64, 1, 0)
+    cfg_c = pipeline_config("C", "target-A", "tiny-dsv3")
+    cfg = json.loads(cfg_c.read_text())
+    cfg.update({"epochs": 20, "batch_sequences": 8, "heldout_fraction": 0.1, "chunk_size": 64})
+    cfg_c.write_text(json.dumps(cfg, indent=1))
+    prompts_only_generation(cfg_c, 64)
+    res["C_convention_rc"] = pipeline(cfg_c, out, "C", "convention")
+    cfg_d = W / "pipeline-D.yml"
+    cfg_d.write_text(
+        json.dumps(
+            {
+                **cfg,
+                "workdir": str(W / "work-D"),
+                "extract_layer_shift": 1,
+                "output_dir": str(W / "drafter-D"),
+            },
+            indent=1,
+        )
+    )
+    wd = W / "work-D"
+    if not (wd / "generate").exists():
+        shutil.copytree(W / "work-C" / "generate", wd / "generate")
+    served0 = W / "work-C" / "convention" / "served-0.safetensors"
+    if served0.is_file():  # the same check tokens: the serving capture of layers 1-3 is reused
+        (wd / "convention").mkdir(parents=True, exist_ok=True)
+        shutil.copy(served0, wd / "convention" / "served-0.safetensors")
+    res["D_convention_rc"] = pipeline(cfg_d, out, "D", "convention")
+    if time.monotonic() - T0 < DEADLINE[0] - 90:
+        res["C_rest_rc"] = pipeline(cfg_c, out, "C")
+        d = W / "drafter-C"
+        if (d / "model.safetensors").is_file():
+            res["C_drafter_check"] = drafter_check(d)
+    for name in ("C", "D"):
+        for step in ("generate", "extract", "convention", "train", "convert", "provenance"):
+            st = W / f"work-{name}" / step / "state.json"
+            if st.is_file():
+                res.setdefault(f"state_{name}", {})[step] = json.loads(st.read_text())
     return res
 
 
@@ -409,7 +494,7 @@ DEADLINE = [540.0]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["targets", "pipeline", "serve"])
+    ap.add_argument("stage", choices=["targets", "pipeline", "serve", "convention"])
     ap.add_argument("--only", choices=["A", "B"], default="A", help="pipeline: which target")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/proof-out"))
     ap.add_argument("--deadline-s", type=float, default=540.0)
@@ -424,6 +509,8 @@ def main() -> int:
         res = stage_targets(out, a.seconds_a, a.seconds_b)
     elif a.stage == "pipeline":
         res = stage_pipeline(out, a.only)
+    elif a.stage == "convention":
+        res = stage_convention(out)
     else:
         res = stage_serve(out)
         res["summary"] = {t: summary(r) for t, r in res["runs"].items()}
@@ -434,7 +521,7 @@ def main() -> int:
         for p in sorted(out.iterdir()):
             if p.suffix in (".log", ".json") or p.is_dir():
                 tf.add(p, arcname=p.name)
-        for name in ("A", "B"):
+        for name in ("A", "B", "C", "D"):
             for f in glob.glob(str(W / f"work-{name}" / "*" / "*.log")):
                 tf.add(f, arcname=f"work-{name}/" + "/".join(Path(f).parts[-2:]))
             for f in ("config.json", "specdeploy-drafter.json"):

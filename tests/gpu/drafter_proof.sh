@@ -43,5 +43,13 @@ case $STEP in
     PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" serve --out "$OUTD" --deadline-s $((570 - SECONDS))
   fi
   ;;
+c3)
+  # the short plan (device time for 17.3 only): stage part 3, unpack, the convention proof
+  mkdir -p "$W/models" && { [ -f "$W/models/models.json" ] || echo '{}' > "$W/models/models.json"; }
+  RUNS3="" bash tests/gpu/call.sh 3 2>&1 | grep -v "^usage:\|error: the following" | tail -5
+  [ -d /tmp/site/vllm ] || { echo "vLLM not unpacked"; exit 13; }
+  rm -f "$OUTD/driver.log" "$OUTD/models.json"
+  PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" convention --out "$OUTD" --deadline-s $((570 - SECONDS))
+  ;;
 *) echo "unknown step $STEP"; exit 2 ;;
 esac

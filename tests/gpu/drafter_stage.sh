@@ -11,6 +11,6 @@ cp -r "$REPO/specdeploy" "$DEST/"
 cp -r "$REPO/tests/gpu" "$DEST/tests/"
 find "$DEST" -name __pycache__ -prune -exec rm -rf {} +
 cp -r "$REPO/roles/specdeploy/defaults" "$DEST/roles/specdeploy/"
-cp -r "$REPO/patches" "$DEST/"   # the manifest the drafter check reads
+mkdir -p "$DEST/patches/vllm"; cp "$REPO/patches/vllm/manifest.yml" "$DEST/patches/vllm/"  # the drafter check reads it
 "$REPO/tests/gpu/drafter_units.sh" "$DEST/units" >/dev/null
 du -sh "$DEST"

@@ -167,7 +167,7 @@ def run(cfg: Config, workdir: Path) -> dict[str, Any]:
     n_layers = int(extract.text_config(extract.target_config(cfg))["num_hidden_layers"])
     for shift in (-1, 1):
         ids = [i + shift for i in cfg.aux_layer_ids]
-        if min(ids) >= 0 and max(ids) <= n_layers - 1:
+        if min(ids) >= 1 and max(ids) <= n_layers - 1:  # vLLM 0.18+ refuses layer id 0
             diffs[shift] = compare(train, capture(cfg, state, ids, check_input, f"{shift:+d}"))
             result["rel_diff_per_slot"][f"{shift:+d}"] = diffs[shift]
     result["match"] = False
