@@ -49,7 +49,7 @@ c3)
   RUNS3="" bash tests/gpu/call.sh 3 2>&1 | grep -v "^usage:\|error: the following" | tail -5
   [ -d /tmp/site/vllm ] || { echo "vLLM not unpacked"; exit 13; }
   rm -f "$OUTD/driver.log" "$OUTD/models.json"
-  PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" convention --out "$OUTD" --deadline-s $((570 - SECONDS))
+  PYTHONPATH=/tmp/site python3 "$CODE/tests/gpu/drafter_proof.py" convention --out "$OUTD" --deadline-s $((${C3_DEADLINE:-570} - SECONDS))
   ;;
 *) echo "unknown step $STEP"; exit 2 ;;
 esac
