@@ -363,14 +363,25 @@ def test_convention_check_names_the_offset_of_layer_outputs(tmp_path: Path) -> N
 
 
 def test_convention_mismatch_stops_the_run_with_exit_1(tmp_path: Path) -> None:
-    _, work = convention_setup(tmp_path, [0, 1, 2])
+    _, work = convention_setup(tmp_path, [2, 3, 4])
     StepState(work, "generate").begin("x")
     StepState(work, "generate").finish({})
     cfg_file = write_config(tmp_path, check_sequences=2, check_tokens=5)
     p = cli("run", "--config", str(cfg_file))
     assert p.returncode == 1
-    assert "training states match layer 0's input, vLLM feeds layer 1's (offset -1)" in p.stderr
+    assert "training states match layer 3's input, vLLM feeds layer 2's (offset +1)" in p.stderr
     assert not (tmp_path / "work" / "train").exists()  # training never started
+
+
+def test_states_one_layer_early_are_named_without_a_layer_0_capture(tmp_path: Path) -> None:
+    """Trained on the inputs of 0, 1, 2 for served 1, 2, 3: the -1 capture would need layer 0,
+    which vLLM 0.18+ refuses, so it is not attempted; the finding says no input matched."""
+    cfg, work = convention_setup(tmp_path, [0, 1, 2])
+    (work / "convention" / "served--1.safetensors").unlink()
+    with pytest.raises(convention.ConventionMismatch) as exc:
+        convention.run(cfg, work)
+    assert "slot 0 (layer 1): training states match no layer input within 0.02" in str(exc.value)
+    assert not (work / "convention" / "served--1.safetensors").exists()
 
 
 # --------------------------------------------------------------------------- provenance
