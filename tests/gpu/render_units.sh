@@ -59,8 +59,8 @@ specdeploy_tensor_parallel_size: $TP
 specdeploy_pipeline_parallel_size: $PP
 specdeploy_speculative_enabled: $spec
 specdeploy_attention_backend: "$backend"
-$more
 YML
+  [ -z "$more" ] || echo "$more" >> "$d/overrides.yml"
   (cd "$REPO" && "$AP" "$PLAYBOOK" -e "render_dir=$d" -e "@$d/overrides.yml" $EXTRA > "$d/render.log" 2>&1) \
     || { echo "render of $name failed:"; tail -20 "$d/render.log"; return 1; }
   echo "$expect" > "$d/expect.json"
