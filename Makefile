@@ -23,7 +23,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
                 prometheus prometheus-node-exporter chromium
 
-.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule monitoring \
+.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -68,6 +68,17 @@ sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, moun
 
 deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) deploy.yml $(EXTRA)
+
+DRAFTER_CONFIG ?= $(INVENTORY)/drafter-pipeline.yml
+drafter: $(VENV)/.stamp ## train the EAGLE-3 drafter for the served target (DRAFTER_CONFIG=; resumable)
+	$(BIN)/python -m specdeploy.controller.drafter_pipeline run --config $(DRAFTER_CONFIG)
+
+DRAFTER_VENV := $(CACHE)/venvs/drafter-torch
+drafter-venv: $(DRAFTER_VENV)/.stamp ## CPU torch for the drafter pipeline's training tests (tests/unit/test_drafter_training.py)
+$(DRAFTER_VENV)/.stamp: requirements-drafter-cpu.txt
+	$(PYTHON) -m venv $(DRAFTER_VENV)
+	$(DRAFTER_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-drafter-cpu.txt
+	touch $@
 
 preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)
