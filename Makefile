@@ -51,7 +51,7 @@ lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check a
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: setup lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
+test: setup drafter-venv lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
 	$(BIN)/python tests/run_groups.py -- $(PYTEST_ARGS)
 
 test-faults: setup ## the fault-injection suite alone (part of make test; its groups in parallel)
