@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from specdeploy.controller import wheelhouse
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 # pip download names every wheel it resolved, new or already in the directory, in these lines.
 PIP_WHEEL_LINE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")
@@ -110,10 +110,8 @@ def fill(
         raise RuntimeError(f"pip download resolved no vllm-{vllm_version} wheel ({sorted(names)})")
     wheels = {name: sha256(directory / name) for name in sorted(names)}
     sizes = {name: (directory / name).stat().st_size for name in wheels}
-    record.parent.mkdir(exist_ok=True)
-    temporary = record.with_suffix(".tmp")
-    temporary.write_text(json.dumps({"wheels": wheels, "sizes": sizes}, indent=1) + "\n")
-    os.replace(temporary, record)  # the record appears only once every wheel is in place
+    # The record appears only once every wheel is in place.
+    atomic_write(record, json.dumps({"wheels": wheels, "sizes": sizes}, indent=1) + "\n")
     return {"changed": True, "dir": str(directory), "record": key, "wheels": wheels}
 
 

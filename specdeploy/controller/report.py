@@ -24,13 +24,13 @@ import argparse
 import html
 import json
 import math
-import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import history
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 SCHEMA_PREFIX = "specdeploy.validation/"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -282,14 +282,6 @@ def prom_textfile(
         help_, samples = metrics[name]
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", *samples]
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
 
 
 # --------------------------------------------------------------------------- SVG plots
@@ -683,13 +675,13 @@ def main(argv: list[str] | None = None) -> int:
         hist_rows = history.runs(conn)
         conn.close()
     if args.junit:
-        write_atomic(args.junit, junit_xml(results, regress))
+        atomic_write(args.junit, junit_xml(results, regress))
     if args.prom:
-        write_atomic(args.prom, prom_textfile(results, regress))
+        atomic_write(args.prom, prom_textfile(results, regress))
     if args.html:
-        write_atomic(args.html, render_html(results, hist_rows, regress))
+        atomic_write(args.html, render_html(results, hist_rows, regress))
     if args.json:
-        write_atomic(
+        atomic_write(
             args.json,
             json.dumps(
                 {

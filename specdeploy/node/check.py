@@ -65,6 +65,7 @@ import uuid
 from pathlib import Path
 
 from specdeploy.node import acceptance, gate, smoke
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 SCHEMA = "specdeploy.validation/1"
 
@@ -334,11 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = json.dumps(result, indent=2, sort_keys=False)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        os.replace(tmp, out)
+        atomic_write(args.out, text + "\n")
     if args.json:
         print(text)
     else:

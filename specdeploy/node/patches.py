@@ -32,13 +32,14 @@ import os
 import re
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 MANIFEST_ENV = "SPECDEPLOY_PATCH_MANIFEST"
 STATE_FILE = "specdeploy-state.json"
@@ -309,23 +310,6 @@ def default_backup_dir(site_packages: Path) -> Path:
     return site_packages.parent / "specdeploy-pristine"
 
 
-def _atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _drop_pycache(path: Path) -> None:
     cache = path.parent / "__pycache__"
     if cache.is_dir():
@@ -509,7 +493,7 @@ class Patcher:
             bk = self.vbackup() / rel
             data = src.read_bytes()
             if not (bk.is_file() and bk.read_bytes() == data):
-                _atomic_write(bk, data)
+                atomic_write(bk, data)
             if sha256_file(bk) != self.manifest.targets(self.version)[rel]["pristine_sha256"]:
                 raise PatchError(f"backup of {rel} does not match the pristine hash")
             state["files"][rel] = {
@@ -520,7 +504,7 @@ class Patcher:
         try:
             for rel, data in new.items():
                 p = self.site_packages / rel
-                _atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
+                atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
                 _drop_pycache(p)
                 written.append(rel)
             report = patch_verify.verify(self.site_packages, self.version, self.manifest)
@@ -532,14 +516,14 @@ class Patcher:
         except BaseException:
             self._restore(written)
             raise
-        _atomic_write(self.vbackup() / STATE_FILE, json.dumps(state, indent=2).encode())
+        atomic_write(self.vbackup() / STATE_FILE, json.dumps(state, indent=2).encode())
         return "applied"
 
     def _restore(self, rels: list[str]) -> None:
         for rel in rels:
             bk = self.vbackup() / rel
             p = self.site_packages / rel
-            _atomic_write(p, bk.read_bytes(), mode=p.stat().st_mode & 0o7777)
+            atomic_write(p, bk.read_bytes(), mode=p.stat().st_mode & 0o7777)
             _drop_pycache(p)
 
     def revert(self, *, force: bool = False) -> str:
@@ -589,7 +573,7 @@ class Patcher:
                 raise PatchError(f"{rel}: restored content does not match the pristine hash")
         for rel, data in plan.items():
             p = self.site_packages / rel
-            _atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
+            atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
             _drop_pycache(p)
         sf.unlink(missing_ok=True)
         return "reverted"

@@ -49,6 +49,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
 PACKAGES = (
@@ -965,17 +967,13 @@ def write_inventory(nodes: list[Node], path: Path | None = None) -> Path:
             f"          sandbox_address: {node.address}  # nodes share the host network: bind here",
             f"          sandbox_node_name: {node.name}",
         ]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, "\n".join(lines) + "\n")
     return path
 
 
 def write_known_hosts(nodes: list[Node]) -> None:
     text = "".join((n.dir / "known_hosts").read_text() for n in nodes)
-    tmp = known_hosts().with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, known_hosts())
+    atomic_write(known_hosts(), text)
 
 
 # ---------------------------------------------------------------- commands
