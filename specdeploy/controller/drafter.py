@@ -2,8 +2,9 @@
 
     python -m specdeploy.controller.drafter --target DIR|config.json --drafter DIR|config.json \\
         --vllm-version X [--manifest PATH] [--json]
-    (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline;
-    then no weights are inspected and a missing d2t is only a warning)
+    (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline, with
+    --drafter-weights-json TEXT: the drafter's tensors as the node probe read them from the
+    safetensors headers; without weights to read, an unconfirmed d2t is only a warning)
 
 Checks (what vLLM X will do with this pair, per the facts in patches/vllm/manifest.yml,
 which are read off each wheel):
@@ -28,13 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 import sys
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
 from specdeploy.node.patches import Manifest, UsageError, version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
@@ -121,51 +121,6 @@ def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return tc if isinstance(tc, dict) else cfg
 
 
-def weight_names(model_dir: Path) -> tuple[dict[str, list[int] | None] | None, str]:
-    """{tensor name: shape or None} from the checkpoint, and where it came from.
-
-    Reads the safetensors index, the safetensors headers (stdlib: 8-byte length + JSON) or,
-    for a torch zip checkpoint, the tensor names in its pickle (no shapes). None: no weights.
-    """
-    idx = model_dir / "model.safetensors.index.json"
-    if idx.is_file():
-        wm = json.loads(idx.read_text()).get("weight_map", {})
-        names: dict[str, list[int] | None] = dict.fromkeys(wm, None)
-        for shard in sorted(set(wm.values())):
-            hdr = _safetensors_header(model_dir / shard)
-            for k, v in (hdr or {}).items():
-                if k != "__metadata__":
-                    names[k] = list(v.get("shape", []))
-        return names, idx.name
-    files = sorted(model_dir.glob("*.safetensors"))
-    if files:
-        out: dict[str, list[int] | None] = {}
-        for f in files:
-            for k, v in (_safetensors_header(f) or {}).items():
-                if k != "__metadata__":
-                    out[k] = list(v.get("shape", []))
-        return out, ", ".join(f.name for f in files)
-    for f in sorted(model_dir.glob("*.bin")):
-        if zipfile.is_zipfile(f):
-            with zipfile.ZipFile(f) as zf:
-                pkl = next((n for n in zf.namelist() if n.endswith("data.pkl")), None)
-                raw = zf.read(pkl) if pkl else b""
-            found = {n: None for n in ("d2t", "t2d", "fc.weight") if n.encode() in raw}
-            return found, f.name + " (tensor names from its pickle)"
-    return None, ""
-
-
-def _safetensors_header(path: Path) -> dict[str, Any] | None:
-    try:
-        with path.open("rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > 100_000_000:
-                return None
-            return json.loads(f.read(n))
-    except (OSError, struct.error, json.JSONDecodeError):
-        return None
-
-
 # --------------------------------------------------------------------------- facts
 
 
@@ -195,7 +150,11 @@ def check(
     version: str,
     manifest: Manifest,
     drafter_dir: Path | None = None,
+    drafter_weights: dict[str, Any] | None = None,
 ) -> Result:
+    """``drafter_weights``: what the preflight's probe read of the drafter's weights on the node
+    ({"tensors": {name: shape}, "where": str}, specdeploy_weights.drafter_tensors); else the
+    weights are read from ``drafter_dir`` when given."""
     res = Result(version)
     facts = drafter_facts(manifest, version, res)
     tc = text_config(target_cfg)
@@ -296,7 +255,12 @@ def check(
                 f"draft_vocab_size {dv} > target vocab {t_vocab}",
             )
         elif dv < t_vocab:
-            weights, where = weight_names(drafter_dir) if drafter_dir else (None, "")
+            if drafter_weights is not None:
+                weights, where = drafter_weights.get("tensors"), str(drafter_weights.get("where"))
+            elif drafter_dir is not None:
+                weights, where = tensor_shapes(drafter_dir)
+            else:
+                weights, where = None, ""
             if weights is None:
                 res.add(
                     "warning",
@@ -426,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     drf = ap.add_mutually_exclusive_group(required=True)
     drf.add_argument("--drafter", type=Path, help="drafter model dir or config.json")
     drf.add_argument("--drafter-config-json", help="the drafter's config.json content, inline")
+    ap.add_argument(
+        "--drafter-weights-json",
+        help='the drafter\'s tensors read on the node: {"tensors": {name: shape}, "where": str}',
+    )
     ap.add_argument("--vllm-version", required=True, help="the vLLM version that will serve")
     ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
     ap.add_argument("--json", action="store_true")
@@ -441,7 +409,10 @@ def main(argv: list[str] | None = None) -> int:
             dcfg, ddir = load_config(args.drafter)
         else:
             dcfg = parse_inline(args.drafter_config_json, "--drafter-config-json")
-        res = check(tcfg, dcfg, args.vllm_version, manifest, ddir)
+        weights = None  # null: the probe found no weights to read
+        if args.drafter_weights_json and args.drafter_weights_json.strip() != "null":
+            weights = parse_inline(args.drafter_weights_json, "--drafter-weights-json")
+        res = check(tcfg, dcfg, args.vllm_version, manifest, ddir, weights)
     except UsageError as exc:
         if args.json:
             print(json.dumps({"error": str(exc), "exit": 2}))

@@ -55,23 +55,16 @@ JSON result (``schema: "specdeploy.validation/1"``; see docs/validation-schema.m
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
 import socket
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from specdeploy.node import acceptance, gate, smoke
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
-
-SCHEMA = "specdeploy.validation/1"
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+from specdeploy.node.result import new_result, now
 
 
 def default_release() -> str | None:
@@ -230,26 +223,14 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         if not sep or not k:
             raise ValueError(f"--label wants KEY=VALUE, got {kv!r}")
         labels[k] = v
-    result: dict[str, object] = {
-        "schema": SCHEMA,
-        "run_id": uuid.uuid4().hex,
-        "mode": args.mode,
-        "status": "pass",
-        "exit_code": 0,
-        "reasons": [],
-        "node": args.node or socket.gethostname(),
-        "release": args.release or default_release(),
-        "labels": labels,
-        "base_url": args.base_url,
-        "served_model_name": args.served_model_name,
-        "server_version": None,
-        "started_at": _now(),
-        "finished_at": None,
-        "duration_s": None,
-        "smoke": None,
-        "acceptance": None,
-        "gates": None,
-    }
+    result: dict[str, object] = new_result(
+        args.mode,
+        args.node or socket.gethostname(),
+        args.release or default_release(),
+        args.base_url,
+        args.served_model_name,
+        labels,
+    )
     reasons: list[str] = []
     exit_code = 0
     api_key = smoke.read_api_key(args.api_key_file)
@@ -318,7 +299,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     result["exit_code"] = exit_code
     result["status"] = {0: "pass", 1: "fail"}.get(exit_code, "error")
     result["reasons"] = reasons
-    result["finished_at"] = _now()
+    result["finished_at"] = now()
     result["duration_s"] = round(time.monotonic() - t0, 3)
     return result
 

@@ -40,8 +40,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# "MLA" backends (the target's attention on DeepSeek/Kimi); everything else is a plain backend.
-MLA_SUFFIXES = ("_MLA", "MLA_SPARSE")
+from specdeploy.node.attention import is_mla_backend
 
 _PREFIX = r"(?:\((?P<proc>[A-Za-z_]+)(?: pid=(?P<pid>\d+))?\)\s+)?"
 _AUTO_RE = re.compile(
@@ -145,10 +144,6 @@ class EngineLogSummary:
         return d
 
 
-def _is_mla(name: str) -> bool:
-    return any(name.endswith(s) for s in MLA_SUFFIXES)
-
-
 def _choice(
     m: re.Match[str], *, forced: bool, cands: tuple[str, ...], lineno: int
 ) -> BackendChoice:
@@ -157,7 +152,7 @@ def _choice(
         name=m.group("name"),
         forced=forced,
         candidates=cands,
-        mla=_is_mla(m.group("name")),
+        mla=is_mla_backend(m.group("name")),
         process=m.group("proc") or "",
         pid=int(pid) if pid else None,
         line=lineno,

@@ -75,9 +75,16 @@ def series_sha256(patches: list[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
+def public_version(v: str) -> str:
+    """The release without its local label: vLLM's own wheel index names CUDA builds
+    ``0.16.0+cu129``, the same release as ``0.16.0`` for the manifest, the patch series and the
+    drafter facts (PEP 440: the local label marks a build, not a release)."""
+    return v.strip().split("+", 1)[0]
+
+
 def version_key(v: str) -> tuple[int, ...]:
     out: list[int] = []
-    for p in v.split("."):
+    for p in public_version(v).split("."):
         m = re.match(r"\d+", p)
         if not m:
             break
@@ -241,8 +248,8 @@ class Manifest:
         )
 
     def kind(self, version: str) -> str:
-        """'patch', 'native' or 'unsupported'."""
-        entry = self.versions().get(version)
+        """'patch', 'native' or 'unsupported' (a local label does not change the release)."""
+        entry = self.versions().get(public_version(version))
         if entry is not None:
             return str(entry.get("kind", "patch"))
         if version_key(version) >= version_key(self.native_from):
@@ -250,13 +257,13 @@ class Manifest:
         return "unsupported"
 
     def entry(self, version: str) -> dict[str, Any]:
-        return self.versions().get(version, {})
+        return self.versions().get(public_version(version), {})
 
     def series(self, version: str) -> list[dict[str, Any]]:
         return list(self.entry(version).get("series") or [])
 
     def patch_path(self, version: str, name: str) -> Path:
-        return self.path.parent / version / name
+        return self.path.parent / public_version(version) / name
 
     def read_series(self, version: str) -> list[tuple[str, bytes]]:
         out = []
