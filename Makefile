@@ -27,9 +27,11 @@ APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psm
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(VENV)/.stamp: requirements.lock
+$(VENV)/.stamp: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	# The toolkit itself, editable: its commands (spec-check, gpu-doctor, ...) land in $(BIN).
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 .apt-stamp:

@@ -91,17 +91,20 @@ class Result:
 # --------------------------------------------------------------------------- inputs
 
 
-def load_config(path: Path) -> tuple[dict[str, Any], Path]:
+def load_config(path: Path, flag: str = "") -> tuple[dict[str, Any], Path]:
     """(config dict, model dir) from a model directory or a config.json path."""
     p = path / "config.json" if path.is_dir() else path
+    where = f"{flag} {p}".strip()
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise UsageError(f"config not found: {p}") from exc
+        raise UsageError(f"{where}: config not found") from exc
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{p}: not valid JSON: {exc}") from exc
+        raise UsageError(f"{where}: not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise UsageError(f"{p}: not a JSON object")
+        raise UsageError(f"{where}: not a JSON object")
     return data, p.parent
 
 
@@ -380,7 +383,7 @@ def _check_ids(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.controller.drafter",
+        prog="drafter-check",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -401,12 +404,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = Manifest.load(args.manifest)
         if args.target is not None:
-            tcfg, _ = load_config(args.target)
+            tcfg, _ = load_config(args.target, "--target")
         else:
             tcfg = parse_inline(args.target_config_json, "--target-config-json")
         ddir: Path | None = None
         if args.drafter is not None:
-            dcfg, ddir = load_config(args.drafter)
+            dcfg, ddir = load_config(args.drafter, "--drafter")
         else:
             dcfg = parse_inline(args.drafter_config_json, "--drafter-config-json")
         weights = None  # null: the probe found no weights to read
@@ -417,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps({"error": str(exc), "exit": 2}))
         else:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"drafter-check: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(res.as_dict(), indent=2) if args.json else res.text())
     return 0 if res.ok else 1

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import history
+from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 SCHEMA_PREFIX = "specdeploy.validation/"
@@ -46,7 +47,10 @@ def load_results(paths: list[str]) -> list[dict[str, Any]]:
         files += [(f, False) for f in sorted(pp.glob("*.json"))] if pp.is_dir() else [(pp, True)]
     out = []
     for f, named in files:
-        d = json.loads(f.read_text(encoding="utf-8"))
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{f}: not JSON ({exc})") from exc
         if not isinstance(d, dict) or not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
             if not named:
                 continue
@@ -654,11 +658,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.record and not args.history:
         p.error("--record needs --history")
+    outputs = [("--junit", args.junit), ("--prom", args.prom), ("--html", args.html)]
     try:
+        cli.check_paths(
+            readable=[("RESULTS", args.results)],
+            writable=[*outputs, ("--json", args.json), ("--history", args.history)],
+        )
         results = load_results(args.results)
+    except cli.PathError as e:
+        return cli.usage_error("spec-report", e)
     except (OSError, ValueError) as e:
-        print(f"spec-report: error: {e}", file=sys.stderr)
-        return 2
+        return cli.usage_error("spec-report", f"RESULTS {e}")
     if not results:
         print("spec-report: error: no results", file=sys.stderr)
         return 2
@@ -666,14 +676,17 @@ def main(argv: list[str] | None = None) -> int:
     regress: dict[int, list[history.Regression]] | None = None
     hist_rows: list[dict[str, Any]] | None = None
     if args.history:
-        conn = history.connect(args.history)
-        regress = {}
-        for i, r in enumerate(results):
-            if args.record:
-                history.record(conn, r)
-            regress[i] = history.regressions(conn, r, args.regression_tolerance)
-        hist_rows = history.runs(conn)
-        conn.close()
+        try:
+            conn = history.connect(args.history)
+            regress = {}
+            for i, r in enumerate(results):
+                if args.record:
+                    history.record(conn, r)
+                regress[i] = history.regressions(conn, r, args.regression_tolerance)
+            hist_rows = history.runs(conn)
+            conn.close()
+        except history.HistoryError as e:
+            return cli.usage_error("spec-report", f"--history {e}")
     if args.junit:
         atomic_write(args.junit, junit_xml(results, regress))
     if args.prom:

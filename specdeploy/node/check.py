@@ -62,7 +62,7 @@ import sys
 import time
 from pathlib import Path
 
-from specdeploy.node import acceptance, gate, smoke
+from specdeploy.node import acceptance, cli, gate, smoke
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 from specdeploy.node.result import new_result, now
 
@@ -233,15 +233,19 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     )
     reasons: list[str] = []
     exit_code = 0
-    api_key = smoke.read_api_key(args.api_key_file)
+    with cli.naming("--api-key-file", args.api_key_file):
+        api_key = smoke.read_api_key(args.api_key_file)
     client = smoke.Client(args.base_url, api_key)
-    thresholds = gate.load_thresholds(args.gates)  # validate before measuring
-    prompts = acceptance.load_prompts(args.prompts) if args.mode != "smoke" else []
+    with cli.naming("--gates", args.gates):
+        thresholds = gate.load_thresholds(args.gates)  # validate before measuring
+    with cli.naming("--prompts", args.prompts):
+        prompts = acceptance.load_prompts(args.prompts) if args.mode != "smoke" else []
     baseline: tuple[float, str] | None = None
     if args.baseline_tps is not None:
         baseline = (args.baseline_tps, "--baseline-tps")
     elif args.baseline_file:
-        baseline = (acceptance.baseline_from_result(args.baseline_file), args.baseline_file)
+        with cli.naming("--baseline-file", args.baseline_file):
+            baseline = (acceptance.baseline_from_result(args.baseline_file), args.baseline_file)
 
     if args.wait_ready > 0:
         _ok, msg = smoke.wait_ready(
@@ -310,13 +314,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1 or args.max_requests < 1 or args.concurrency < 1:
         parser.error("--repeats, --max-requests and --concurrency must be >= 1")
     try:
+        cli.check_paths(
+            readable=[
+                ("--prompts", args.prompts),
+                ("--gates", args.gates),
+                ("--api-key-file", args.api_key_file),
+                ("--baseline-file", args.baseline_file),
+            ],
+            writable=[("--out", args.out)],
+        )
         result = run(args)
+    except cli.PathError as e:
+        return cli.usage_error("spec-check", e)
     except (gate.GateConfigError, ValueError, OSError) as e:
-        print(f"spec-check: error: {e}", file=sys.stderr)
-        return 2
+        return cli.usage_error("spec-check", e)
     text = json.dumps(result, indent=2, sort_keys=False)
     if args.out:
-        atomic_write(args.out, text + "\n")
+        try:
+            atomic_write(args.out, text + "\n")
+        except OSError as e:
+            return cli.usage_error("spec-check", f"--out {args.out}: {cli.reason(e)}")
     if args.json:
         print(text)
     else:

@@ -1206,7 +1206,7 @@ def main(argv: list[str] | None = None) -> int:
                 version_tuple(text)
         report = run(options)
     except (UsageError, ValueError) as error:
-        print(f"gpu-doctor: {error}", file=sys.stderr)
+        print(f"gpu-doctor: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_dict(), indent=2) if args.json else render_text(report))
     return 1 if report.failed else 0

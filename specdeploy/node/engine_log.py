@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from specdeploy.node.attention import is_mla_backend
+from specdeploy.node.cli import reason, usage_error
 
 _PREFIX = r"(?:\((?P<proc>[A-Za-z_]+)(?: pid=(?P<pid>\d+))?\)\s+)?"
 _AUTO_RE = re.compile(
@@ -298,17 +299,14 @@ def target_and_drafter(backends: list[BackendChoice]) -> tuple[str | None, str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="specdeploy.node.engine_log", description=__doc__.split("\n")[0]
-    )
+    ap = argparse.ArgumentParser(prog="engine-log", description=__doc__.split("\n")[0])
     ap.add_argument("log", help="engine log file (journal text or vLLM's stdout)")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
     try:
         text = Path(args.log).read_text(errors="replace")
     except OSError as e:
-        print(f"cannot read {args.log}: {e}", file=sys.stderr)
-        return 2
+        return usage_error("engine-log", f"LOG {args.log}: {reason(e)}")
     s = parse(text)
     if args.json:
         print(json.dumps(s.to_dict(), indent=1))

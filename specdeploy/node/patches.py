@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 MANIFEST_ENV = "SPECDEPLOY_PATCH_MANIFEST"
@@ -226,9 +227,11 @@ class Manifest:
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
-            raise UsageError(f"manifest not found: {p}") from exc
+            raise UsageError(f"--manifest {p}: manifest not found") from exc
+        except (OSError, yaml.YAMLError) as exc:
+            raise UsageError(f"--manifest {p}: {cli.reason(exc)}") from exc
         if not isinstance(data, dict) or "versions" not in data or "native_from" not in data:
-            raise UsageError(f"manifest {p}: missing 'versions' or 'native_from'")
+            raise UsageError(f"--manifest {p}: missing 'versions' or 'native_from'")
         return cls(p, data)
 
     @property
@@ -295,7 +298,7 @@ def default_site_packages() -> Path:
 def detect_version(site_packages: Path) -> str:
     infos = sorted(site_packages.glob("vllm-*.dist-info"))
     if not infos:
-        raise UsageError(f"no vllm-*.dist-info in {site_packages}; pass --version")
+        raise UsageError(f"--site-packages {site_packages}: no vllm-*.dist-info; pass --version")
     versions = set()
     for d in infos:
         meta = d / "METADATA"
@@ -625,7 +628,7 @@ def _print(obj: dict[str, Any], as_json: bool, text: str) -> None:
 def _build(args: argparse.Namespace, manifest: Manifest) -> Patcher:
     sp = Path(args.site_packages) if args.site_packages else default_site_packages()
     if not (sp / "vllm").is_dir():
-        raise UsageError(f"no vllm/ package in {sp}")
+        raise UsageError(f"--site-packages {sp}: no vllm/ package there")
     version = args.version or detect_version(sp)
     bdir = Path(args.backup_dir) if args.backup_dir else default_backup_dir(sp)
     return Patcher(manifest, sp, version, bdir)
@@ -643,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.add_argument("--json", action="store_true", help="machine-readable output")
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.node.patches",
+        prog="vllm-patches",
         description="Versioned vLLM EAGLE-3 patch series: list/status/check/apply/revert/verify",
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -750,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "json", False):
             print(json.dumps({"error": str(exc), "exit": 2}))
         else:
-            print(f"error: {exc}", file=sys.stderr)
+            cli.usage_error("vllm-patches", exc)
         return 2
     except PatchError as exc:
         if getattr(args, "json", False):

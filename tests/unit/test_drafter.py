@@ -162,9 +162,10 @@ def test_d2t_from_sharded_index(tmp_path: Path, manifest) -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "drafter-check"), *args],
+        [sys.executable, "-m", "specdeploy.controller.drafter", *args],
         capture_output=True,
         text=True,
+        cwd=REPO,
         check=False,
     )
 
