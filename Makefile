@@ -60,8 +60,10 @@ test-faults: setup ## the fault-injection suite alone (part of make test; its gr
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m testbed.demo
 
-sandbox-up: setup ## boot NODES=N sandbox GPU nodes (systemd-nspawn) and write inventory/sandbox
-	$(BIN)/python -m testbed.sandbox up --nodes $(NODES)
+sandbox-up: setup ## boot NODES=N sandbox GPU nodes, write inventory/sandbox, stage the test models
+	@hosts=$$($(BIN)/python -m testbed.sandbox up --nodes $(NODES)); \
+	$(PLAYBOOK) -i "$$hosts" tests/playbooks/stage-models.yml >/dev/null; \
+	echo "sandbox ready (models staged): make deploy INVENTORY=$$(dirname "$${hosts#$(CURDIR)/}")"
 
 sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, mount or address
 	$(BIN)/python -m testbed.sandbox down
