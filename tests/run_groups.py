@@ -1,7 +1,7 @@
 """Run the test suite as independent pytest sessions, a few at a time (`make test` uses this).
 
 Each integration module gets a session of its own, so it gets its own sandbox instance
-(127.0.k.1N, see tests/testbed/sandbox.py) and starts from fresh nodes: no state leaks between
+(127.0.k.1N, see tests/testbed/sandbox/) and starts from fresh nodes: no state leaks between
 modules, and the sessions' waits (server start, readiness polls) overlap. The fault-injection
 suite is split into groups (tests/integration/faults/test_faults_<group>.py), a session each;
 together they render docs/faults.md. `--only PREFIX` runs some sessions (make test-faults).

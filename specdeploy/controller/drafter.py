@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
-from specdeploy.node.patches import Manifest, UsageError, version_key
+from specdeploy.node.patches import Manifest, UsageError
+from specdeploy.node.versions import version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
 MLA_STYLE = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.node.attention import is_mla_backend
-from specdeploy.node.patches import Manifest, UsageError, public_version
+from specdeploy.node.patches import Manifest, UsageError
+from specdeploy.node.versions import public_version
 
 
 def check(

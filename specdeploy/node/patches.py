@@ -41,6 +41,8 @@ import yaml
 
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.module_utils.specdeploy_fsio import sha256_file as streamed_sha256
+from specdeploy.node.versions import public_version, version_key
 
 MANIFEST_ENV = "SPECDEPLOY_PATCH_MANIFEST"
 STATE_FILE = "specdeploy-state.json"
@@ -62,8 +64,9 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str | None:
+    """None for a missing file (a target the series expects)."""
     try:
-        return sha256_bytes(path.read_bytes())
+        return streamed_sha256(path)
     except FileNotFoundError:
         return None
 
@@ -74,25 +77,6 @@ def series_sha256(patches: list[tuple[str, bytes]]) -> str:
     for name, content in patches:
         h.update(name.encode() + b"\0" + content + b"\0")
     return h.hexdigest()
-
-
-def public_version(v: str) -> str:
-    """The release without its local label: vLLM's own wheel index names CUDA builds
-    ``0.16.0+cu129``, the same release as ``0.16.0`` for the manifest, the patch series and the
-    drafter facts (PEP 440: the local label marks a build, not a release)."""
-    return v.strip().split("+", 1)[0]
-
-
-def version_key(v: str) -> tuple[int, ...]:
-    out: list[int] = []
-    for p in public_version(v).split("."):
-        m = re.match(r"\d+", p)
-        if not m:
-            break
-        out.append(int(m.group(0)))
-        if m.group(0) != p:
-            break
-    return tuple(out)
 
 
 # --------------------------------------------------------------------------- unified diffs

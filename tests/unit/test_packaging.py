@@ -18,14 +18,19 @@ def test_every_python_package_of_the_product_is_packaged() -> None:
         if "__pycache__" not in init.parts
     }
     assert sorted(found - listed) == [], "add them to [tool.setuptools] packages"
-    assert PROJECT["tool"]["setuptools"]["package-dir"] == {"testbed": "tests/testbed"}
+    tooling = {
+        ".".join(("testbed", *init.parent.relative_to(REPO / "tests" / "testbed").parts))
+        for init in (REPO / "tests" / "testbed").rglob("__init__.py")
+    }
+    assert sorted(tooling - listed) == []
+    assert PROJECT["tool"]["setuptools"]["package-dir"]["testbed"] == "tests/testbed"
 
 
 def test_every_console_script_names_a_main_that_exists() -> None:
     scripts = PROJECT["project"]["scripts"]
     for name in ("spec-check", "spec-report", "vllm-patches", "drafter-check", "gpu-doctor"):
         assert name in scripts
-    assert scripts["specdeploy-sandbox"] == "testbed.sandbox:main"
+    assert scripts["specdeploy-sandbox"] == "testbed.sandbox.cli:main"
     for name, target in scripts.items():
         module, _, function = target.partition(":")
         assert callable(getattr(importlib.import_module(module), function)), name

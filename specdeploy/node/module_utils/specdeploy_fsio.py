@@ -1,4 +1,5 @@
-"""Atomic file and symlink replacement: the one write helper of the toolkit.
+"""Atomic file and symlink replacement (the one write helper of the toolkit), and the one
+streaming file hash.
 
 A reader (another deploy, a scrape, a crash-restarted process) sees either the old content or
 the new one, never a torn file: the data goes to a temporary file in the same directory, is
@@ -8,6 +9,7 @@ the directory is fsync'ed so the rename survives a power cut.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 
@@ -23,6 +25,18 @@ def _fsync_dir(directory: str) -> None:
         pass  # some filesystems refuse fsync on a directory; the data itself is synced
     finally:
         os.close(fd)
+
+
+def _replace(temporary: str, target: str, directory: str) -> None:
+    """Rename the finished temporary over the target (removed again if that fails), then make
+    the rename durable."""
+    try:
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
+    _fsync_dir(directory)
 
 
 def atomic_write(
@@ -52,12 +66,10 @@ def atomic_write(
             os.umask(umask)
             mode = 0o666 & ~umask
         os.chmod(temporary, mode)
-        os.replace(temporary, target)
     except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
+        os.unlink(temporary)
         raise
-    _fsync_dir(directory)
+    _replace(temporary, target, directory)
 
 
 def atomic_symlink(link: str | os.PathLike[str], points_to: str) -> None:
@@ -68,10 +80,13 @@ def atomic_symlink(link: str | os.PathLike[str], points_to: str) -> None:
     if os.path.lexists(temporary):
         os.unlink(temporary)
     os.symlink(points_to, temporary)
-    try:
-        os.replace(temporary, target)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
-        raise
-    _fsync_dir(directory)
+    _replace(temporary, target, directory)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The sha256 of a file of any size (read in 4 MiB blocks: model shards are GBs)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
