@@ -15,6 +15,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             write_archive(args.out)
     except OSError as error:
-        print(f"toolkit_archive: {error}", file=sys.stderr)
-        return 2
+        return cli.usage_error("toolkit_archive", f"--out {args.out}: {cli.reason(error)}")
     return 0
 
 

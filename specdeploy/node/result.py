@@ -84,15 +84,17 @@ def not_measured(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="spec-result", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-    nm = sub.add_parser("not-measured", help="the result of a run that measured nothing")
-    nm.add_argument("--node", required=True)
-    nm.add_argument("--reason", required=True)
-    nm.add_argument("--release", default=None, help="the release id ('' or absent: unknown)")
-    nm.add_argument("--base-url", default="")
-    nm.add_argument("--served-model-name", default="")
-    nm.add_argument("--out", type=Path, help="also write it here (atomically)")
-    nm.add_argument("--keep", action="store_true", help="leave an existing --out as it is")
+    ap.add_argument("kind", choices=["not-measured"], help="which result to build")
+    for flag, required, default, meaning in (
+        ("--node", True, None, "the node's inventory name"),
+        ("--reason", True, None, "why nothing could be measured"),
+        ("--release", False, None, "the release id ('' or absent: unknown)"),
+        ("--base-url", False, "", "where the server would answer"),
+        ("--served-model-name", False, "", "the model name it would serve"),
+    ):
+        ap.add_argument(flag, required=required, default=default, help=meaning)
+    ap.add_argument("--out", type=Path, help="also write it here (atomically)")
+    ap.add_argument("--keep", action="store_true", help="leave an existing --out as it is")
     args = ap.parse_args(argv)
     result = not_measured(
         args.node, args.reason, args.release or None, args.base_url, args.served_model_name

@@ -339,3 +339,24 @@ def test_an_interrupted_make_test_stops_its_sessions_and_their_nodes(sandbox):
         assert "every session stopped" in output
         assert not Path(f"/proc/{session}").exists(), f"pytest session {session} still runs"
         assert leftovers([n.pid for n in running]) == [], f"after {sig.name}:\n{output}"
+
+
+def test_sandbox_up_and_the_demo_refuse_an_instance_a_test_session_holds(sandbox):
+    """`make sandbox-up` (or a demo) on an instance a test session holds: one clear refusal
+    that names a free instance, exit 2, and nothing of the session's nodes touched."""
+    sandbox(1)  # this session holds its instance now
+    before = [(row["name"], row["pid"]) for row in sb.status()]
+    held = os.environ["SPECDEPLOY_SANDBOX_INSTANCE"]
+    result = subprocess.run(
+        [sys.executable, "-m", "testbed.sandbox", "up", "--nodes", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"sandbox instance {held} is in use by a test session or a demo" in result.stderr
+    assert "SPECDEPLOY_SANDBOX_INSTANCE=" in result.stderr and "Traceback" not in result.stderr
+    assert [(row["name"], row["pid"]) for row in sb.status()] == before
+    with pytest.raises(sb.SandboxError, match=f"sandbox instance {held} .* is held by"):
+        sb.claim_instance(first=0)  # the demo's claim, with the instance forced
