@@ -111,7 +111,8 @@ def render(repo: Path) -> tuple[str, list[str]]:
         specs = spec_options(role / "meta" / "argument_specs.yml")
         main = (_read_yaml(role / "meta" / "argument_specs.yml") or {}).get("argument_specs") or {}
         summary = ((main.get("main") or {}).get("short_description") or "").strip()
-        out += ["", f"# ==== role {role.name}: {summary} ".ljust(98, "=")]
+        heading = f"# ==== role {role.name}: {summary}"
+        out += ["", f"{heading} {'=' * max(3, 97 - len(heading))}"]
         knobs = [
             k
             for k in default_blocks(role / "defaults" / "main.yml")

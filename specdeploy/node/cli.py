@@ -93,9 +93,16 @@ def check_paths(
 ) -> None:
     """Check (flag, path) pairs before any work; the first bad one raises PathError."""
     for flag, value in readable:
-        for one in value if isinstance(value, list | tuple) else [value]:
+        for one in _each(value):
             require_readable(flag, one, "any")
     for flag, value in directories:
-        require_readable(flag, value, "dir")
+        for one in _each(value):
+            require_readable(flag, one, "dir")
     for flag, value in writable:
-        require_writable(flag, value)
+        for one in _each(value):
+            require_writable(flag, one)
+
+
+def _each(value: object) -> list[object]:
+    """A flag's value or values (a repeatable flag gives a list)."""
+    return list(value) if isinstance(value, list | tuple) else [value]
