@@ -29,9 +29,11 @@ APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psm
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(VENV)/.stamp: requirements.lock
+$(VENV)/.stamp: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	# The toolkit itself, editable: its commands (spec-check, gpu-doctor, ...) land in $(BIN).
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 .apt-stamp: Makefile
@@ -60,8 +62,10 @@ test-faults: setup ## the fault-injection suite alone (part of make test; its gr
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m testbed.demo
 
-sandbox-up: setup ## boot NODES=N sandbox GPU nodes (systemd-nspawn) and write inventory/sandbox
-	$(BIN)/python -m testbed.sandbox up --nodes $(NODES)
+sandbox-up: setup ## boot NODES=N sandbox GPU nodes, write inventory/sandbox, stage the test models
+	@hosts=$$($(BIN)/python -m testbed.sandbox up --nodes $(NODES)); \
+	$(PLAYBOOK) -i "$$hosts" tests/playbooks/stage-models.yml >/dev/null; \
+	echo "sandbox ready (models staged): make deploy INVENTORY=$$(dirname "$${hosts#$(CURDIR)/}")"
 
 sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, mount or address
 	$(BIN)/python -m testbed.sandbox down

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import history, plots
+from specdeploy.node import cli
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 SCHEMA_PREFIX = "specdeploy.validation/"
 
@@ -48,7 +49,10 @@ def load_results(paths: list[str]) -> list[dict[str, Any]]:
         files += [(f, False) for f in sorted(pp.glob("*.json"))] if pp.is_dir() else [(pp, True)]
     out = []
     for f, named in files:
-        d = json.loads(f.read_text(encoding="utf-8"))
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{f}: not JSON ({exc})") from exc
         if not isinstance(d, dict) or not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
             if not named:
                 continue
@@ -380,14 +384,6 @@ def _speed_levels(r: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         lv for lv in levels or [] if isinstance(lv, dict) and isinstance(lv.get("concurrency"), int)
     ]
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
 
 
 # --------------------------------------------------------------------------- HTML
@@ -865,11 +861,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.record and not args.history:
         p.error("--record needs --history")
+    outputs = [("--junit", args.junit), ("--prom", args.prom), ("--html", args.html)]
     try:
+        cli.check_paths(
+            readable=[("RESULTS", args.results)],
+            writable=[*outputs, ("--json", args.json), ("--history", args.history)],
+        )
         results = load_results(args.results)
+    except cli.PathError as e:
+        return cli.usage_error("spec-report", e)
     except (OSError, ValueError) as e:
-        print(f"spec-report: error: {e}", file=sys.stderr)
-        return 2
+        return cli.usage_error("spec-report", f"RESULTS {e}")
     if not results:
         print("spec-report: error: no results", file=sys.stderr)
         return 2
@@ -877,22 +879,25 @@ def main(argv: list[str] | None = None) -> int:
     regress: dict[int, list[history.Regression]] | None = None
     hist_rows: list[dict[str, Any]] | None = None
     if args.history:
-        conn = history.connect(args.history)
-        regress = {}
-        for i, r in enumerate(results):
-            if args.record:
-                history.record(conn, r)
-            regress[i] = history.regressions(conn, r, args.regression_tolerance)
-        hist_rows = history.runs(conn, with_result=True)
-        conn.close()
+        try:
+            conn = history.connect(args.history)
+            regress = {}
+            for i, r in enumerate(results):
+                if args.record:
+                    history.record(conn, r)
+                regress[i] = history.regressions(conn, r, args.regression_tolerance)
+            hist_rows = history.runs(conn, with_result=True)
+            conn.close()
+        except history.HistoryError as e:
+            return cli.usage_error("spec-report", f"--history {e}")
     if args.junit:
-        write_atomic(args.junit, junit_xml(results, regress))
+        atomic_write(args.junit, junit_xml(results, regress))
     for prom in filter(None, args.prom):
-        write_atomic(prom, prom_textfile(results, regress))
+        atomic_write(prom, prom_textfile(results, regress))
     if args.html:
-        write_atomic(args.html, render_html(results, hist_rows, regress, args.regression_tolerance))
+        atomic_write(args.html, render_html(results, hist_rows, regress, args.regression_tolerance))
     if args.json:
-        write_atomic(
+        atomic_write(
             args.json,
             json.dumps(
                 {

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.specdeploy_weights import drafter_tensors
 
 DOCUMENTATION = r"""
 module: specdeploy_node_probe
@@ -43,6 +44,10 @@ options:
     description: The Python the release venvs are built with; its platform is reported.
     type: path
     required: false
+  drafter_dir:
+    description: The EAGLE-3 drafter; the names and shapes of its d2t/t2d/fc tensors are read.
+    type: path
+    required: false
 """
 
 RETURN = r"""
@@ -68,6 +73,12 @@ current:
   description: >-
     C(islnk), C(target) (the release id), C(manifest) and C(gates) (its config/gates.json),
     each a dict, or null when unreadable.
+  type: dict
+  returned: always
+drafter_weights:
+  description: >-
+    C(tensors) ({name: shape} of the drafter tensors the drafter check reads, from the
+    safetensors headers, no weights loaded) and C(where); null without drafter_dir or weights.
   type: dict
   returned: always
 python_platform:
@@ -164,6 +175,7 @@ def main() -> None:
             "port": {"type": "int", "required": True},
             "service": {"type": "str", "required": True},
             "python": {"type": "path", "required": False},
+            "drafter_dir": {"type": "path", "required": False},
         },
         supports_check_mode=True,
     )
@@ -179,6 +191,7 @@ def main() -> None:
         service_main_pid=int(pid_lines[0]) if pid_lines and pid_lines[0].isdigit() else 0,
         current=current_release(params["release_root"]),
         python_platform=python_platform(params["python"]) if params["python"] else None,
+        drafter_weights=drafter_tensors(params["drafter_dir"]) if params["drafter_dir"] else None,
     )
 
 
