@@ -21,7 +21,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
 
-.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
+.PHONY: help setup demo test test-faults lint bench deploy plan rollback validate status schedule unschedule \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -66,6 +66,9 @@ sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, moun
 
 deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) deploy.yml $(EXTRA)
+
+plan: $(VENV)/.stamp ## per node: the release a deploy would build, restart, downtime, gates; read-only (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/plan.yml $(EXTRA)
 
 preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)
