@@ -285,14 +285,19 @@ def render_table(result: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> dict[str, object]:
-    t0 = time.monotonic()
+def _labels(pairs: list[str]) -> dict[str, str]:
     labels: dict[str, str] = {}
-    for kv in args.label:
+    for kv in pairs:
         k, sep, v = kv.partition("=")
         if not sep or not k:
             raise ValueError(f"--label wants KEY=VALUE, got {kv!r}")
         labels[k] = v
+    return labels
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
+    t0 = time.monotonic()
+    labels = _labels(args.label)
     result: dict[str, object] = {
         "schema": SCHEMA,
         "run_id": uuid.uuid4().hex,
@@ -489,6 +494,8 @@ def run_baseline(args: argparse.Namespace) -> dict[str, object]:
         speculative=spec,
         model=args.served_model_name,
         endpoint=args.endpoint,
+        node=args.node or socket.gethostname(),
+        labels=_labels(args.label),
     )
 
 

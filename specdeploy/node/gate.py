@@ -414,15 +414,10 @@ def evaluate_previous(
         )
     failed = [r for r in rows if r["status"] == "fail"]
     compared = [r for r in rows if r["status"] != "unmeasured"]
-    who = f"release {release}" if release else "the previous release"
+    who = f"previous release {release}" if release else "the previous release"
     if failed:
         status = "fail"
-        message = "; ".join(
-            f"{-r['change']:.1%} slower than {who} at c={r['concurrency']} "  # type: ignore[operator]
-            f"({r['output_tps']:.1f} vs {r['previous_tps']:.1f} tok/s; at most "
-            f"{max_regression:.0%} allowed)"
-            for r in failed
-        )
+        message = "; ".join(_regression_text(r, who, max_regression) for r in failed)
     elif not compared:
         status = "unmeasured"
         message = f"no level measured both here and for {who}"
@@ -439,6 +434,14 @@ def evaluate_previous(
         "status": status,
         "message": message,
     }
+
+
+def _regression_text(r: dict[str, object], who: str, max_regression: float) -> str:
+    return (
+        f"throughput {r['change']:+.0%} vs {who} at c={r['concurrency']} "
+        f"({r['output_tps']:.1f} vs {r['previous_tps']:.1f} tok/s; max regression "
+        f"{max_regression:.0%})"
+    )
 
 
 def levels_from_acceptance(res: AcceptanceResult, concurrency: int) -> list[dict[str, object]]:
@@ -582,17 +585,15 @@ def _speed_checks(speed: dict[str, object], per_level_names: bool) -> list[GateC
 def _previous_checks(previous: dict[str, object]) -> list[GateCheck]:
     checks: list[GateCheck] = []
     limit = float(previous["max_regression"])  # type: ignore[arg-type]
-    who = previous.get("release") or "previous release"
+    rel = previous.get("release")
+    who = f"previous release {rel}" if rel else "the previous release"
     for r in previous["levels"]:  # type: ignore[attr-defined]
         c = r["concurrency"]
         ch = r["change"]
         if r["status"] == "unmeasured":
             msg = f"c={c}: not measured for {who}"
         else:
-            msg = (
-                f"{ch:+.1%} vs {who} at c={c} ({r['output_tps']:.1f} vs "
-                f"{r['previous_tps']:.1f} tok/s)"
-            )
+            msg = _regression_text(r, who, limit)
         checks.append(GateCheck(f"vs_previous.c{c}", r["status"], ch, f">= -{limit:.0%}", msg))
     return checks
 

@@ -160,9 +160,13 @@ def throughput_document(
     speculative: bool,
     model: str,
     endpoint: str,
+    node: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, object]:
     return {
         "schema": THROUGHPUT_SCHEMA,
+        "node": node,
+        "labels": labels or {},
         "release": release,
         "speculative": speculative,
         "measured_at": _dt.datetime.now(_dt.UTC)

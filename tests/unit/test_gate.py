@@ -164,7 +164,8 @@ def test_regression_vs_previous_release():
     prev = {1: 600.0, 8: 2500.0}
     cmp = gate.evaluate_previous([level(1, 590.0), level(8, 2000.0)], prev, "r-old", 0.05)
     assert cmp["status"] == "fail"
-    assert cmp["message"].startswith("20.0% slower than release r-old at c=8")
+    assert cmp["message"].startswith("throughput -20% vs previous release r-old at c=8")
+    assert cmp["message"].endswith("(2000.0 vs 2500.0 tok/s; max regression 5%)")
     rows = {r["concurrency"]: r for r in cmp["levels"]}
     assert rows[1]["status"] == "pass" and rows[1]["change"] == pytest.approx(-0.0167, abs=1e-3)
     t = gate.Thresholds()
@@ -172,6 +173,7 @@ def test_regression_vs_previous_release():
     g = gate.evaluate(measured(), t, speed, cmp)
     assert g.exit_code == 1
     assert {c.name: c.status for c in g.checks}["vs_previous.c8"] == "fail"
+    assert any("throughput -20% vs previous release r-old at c=8" in r for r in g.reasons)
     ok = gate.evaluate_previous([level(1, 590.0), level(8, 2450.0)], prev, "r-old", 0.05)
     assert ok["status"] == "pass"
     none = gate.evaluate_previous([level(32, 5000.0)], prev, "r-old", 0.05)
