@@ -77,6 +77,8 @@ def test_wrapper_table_and_json(tmp_path):
             "4",
             "--max-tokens",
             "32",
+            "--baseline-tps",
+            "100",
         ]
         p = subprocess.run(base, capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
