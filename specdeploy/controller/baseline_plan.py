@@ -132,18 +132,17 @@ def decide(
 
 
 def history_levels(
-    db: str, node: str, model: str, parallel: dict[str, int], hardware: str
+    db: str, node: str, model: str, parallel: str, hardware: str
 ) -> dict[int, float]:
-    """This node's recorded no-speculation throughput per level; {} without a history file."""
+    """This node's recorded no-speculation throughput per level; {} without a history file.
+
+    ``parallel`` as the results label it (``tp=8,pp=1``); ``hardware`` the GPU name ('': any).
+    """
     if not Path(db).exists():
         return {}
     from specdeploy.controller import history
 
-    conn = history.connect(db)
-    try:
-        found = history.baseline_levels(conn, node, model, parallel, hardware)
-    finally:
-        conn.close()
+    found = history.baseline_levels(db, node, model, parallel, hardware or None)
     return {int(k): float(v) for k, v in found.items()}
 
 
@@ -174,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         knob = knob_levels(knob_value, levels)
         hist: dict[int, float] = {}
         if args.history and knob is None and not args.no_speculation:
-            parallel = {
-                "tensor_parallel_size": args.tensor_parallel_size,
-                "pipeline_parallel_size": args.pipeline_parallel_size,
-            }
+            parallel = f"tp={args.tensor_parallel_size},pp={args.pipeline_parallel_size}"
             hist = history_levels(args.history, args.node, args.model, parallel, args.hardware)
         plan = decide(levels, knob, hist, args.serving, not args.no_speculation)
     except PlanInputError as e:

@@ -103,3 +103,42 @@ def test_cli_prints_the_plan_as_json_and_refuses_bad_input_with_exit_2(tmp_path)
     bad = run_cli("--levels", "1,8", "--knob", '{"1": 300}')
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and "validation_baseline_tps" in bad.stderr
+
+
+def _no_spec_run(run_id: str, levels: dict[int, float], labels: dict[str, str]) -> dict:
+    return {
+        "schema": "specdeploy.validation/1",
+        "run_id": run_id,
+        "node": "n1",
+        "release": "plain",
+        "served_model_name": "m",
+        "started_at": f"2026-12-01T00:00:0{run_id[-1]}Z",
+        "status": "pass",
+        "exit_code": 0,
+        "labels": labels,
+        "acceptance": {"status": "ok", "mode": "no_spec_baseline"},
+        "speed": {
+            "speculative": False,
+            "levels": [{"concurrency": c, "output_tps": t} for c, t in levels.items()],
+        },
+    }
+
+
+def test_cli_takes_the_history_of_the_same_parallel_sizes_and_hardware(tmp_path):
+    from specdeploy.controller import history
+
+    db = tmp_path / "history.sqlite"
+    conn = history.connect(db)
+    gpu = {"parallel": "tp=8,pp=1", "hardware": "NVIDIA H200"}
+    history.record(conn, _no_spec_run("r1", {1: 400.0, 8: 1500.0}, gpu))
+    # Another GPU and other parallel sizes on the same node do not count.
+    history.record(conn, _no_spec_run("r2", {1: 9.0, 8: 9.0}, {**gpu, "hardware": "other"}))
+    history.record(conn, _no_spec_run("r3", {1: 9.0, 8: 9.0}, {**gpu, "parallel": "tp=4,pp=2"}))
+    conn.close()
+    args = ["--levels", "1,8", "--history", str(db), "--node", "n1", "--model", "m"]
+    args += ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "1", "--json"]
+    same = run_cli(*args, "--hardware", "NVIDIA H200", "--serving", "speculative")
+    assert json.loads(same.stdout)["levels"] == {"1": 400.0, "8": 1500.0}, same.stderr
+    # Levels the history lacks: the next source (here a baseline start).
+    more = run_cli(*args[:1], "1,8,32", *args[2:], "--hardware", "NVIDIA H200")
+    assert json.loads(more.stdout)["source"] == "baseline-start"
