@@ -10,10 +10,11 @@ on the same node and the state one leaves is the next one's start):
    inputs without speculation;
 2. gates that cannot hold (more per-position floors than num_speculative_tokens) are refused
    in the preflight, one line naming the key, the node unchanged;
-3. a speculative config faster at c=1 and slower at c=16 fails naming c=16 (the serving release
-   runs without speculation: it is the baseline, measured before the switch), rolls back;
-4. the 0.66x config with the gate waived serves, shown as WAIVED, never PASS;
-5. a new release slower than the one it replaced fails the canary comparison, rolls back.
+3. the 0.66x config with the gate waived serves, shown as WAIVED, never PASS (the serving
+   release runs without speculation: it is the baseline, measured before the switch);
+4. a new release slower than the one it replaced fails the canary comparison, rolls back;
+5. a speculative config faster at c=1 and slower at c=16 (the batching stand-in) fails naming
+   c=16, its baseline from a baseline start (a speculative release served), rolls back.
 
 The stand-in decides every speed-up (its simulated decode speed, tests/standin); the figures
 are measured in real time, so the cases keep a wide margin to their thresholds and nothing
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_deploy_support import Deploy, NodeState, assert_unchanged, stage_models
+from test_deploy_support import REPO, Deploy, NodeState, assert_unchanged, stage_models
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -40,6 +41,9 @@ SLOW_066 = {
 # A release without speculation 37.5% slower than the 400 tok/s of the one it replaces.
 SLOWER_PLAIN = {"startup_delay_s": 1.0, "tokens_per_s": 250.0}
 WAIVER = "known-slow drafter, A/B until the retrained one lands"
+# The batching stand-in's profile (tests/standin): a dense target whose verify pass grows with
+# batch x (k+1) tokens: 1.5x at c=1, 0.65x at c=16 (standin_timing.Timing.speed_up).
+FAST_C1_SLOW_C16 = REPO / "tests" / "standin" / "profiles" / "fast-c1-slow-c16.json"
 
 
 class Chain:
@@ -50,9 +54,13 @@ class Chain:
         self.node = NodeState(cluster)
         self.host = self.play.host
         self.root = root
+        self.runs = 0  # each deploy's output is kept next to the reports (deploy-N.log)
 
     def deploy(self, extra: dict):
-        return self.play(extra={"validation_report_root": str(self.root), **extra}, timeout=1500)
+        run = self.play(extra={"validation_report_root": str(self.root), **extra}, timeout=1500)
+        self.runs += 1
+        (self.root / f"deploy-{self.runs}.log").write_text(run.stdout + run.stderr)
+        return run
 
     def result(self, release: str) -> dict:
         """The validation result the deploy left on the node for a release."""
@@ -126,11 +134,6 @@ def test_more_floors_than_drafted_positions_are_refused_before_any_change(chain)
     assert_unchanged(before, chain.node.listing())
 
 
-@pytest.mark.xfail(reason="needs the batching stand-in of speed-python (throughput by concurrency)")
-def test_faster_at_c1_slower_at_c16_fails_naming_c16(chain):
-    raise NotImplementedError("the batching profile is not in the stand-in yet")
-
-
 def test_the_066x_config_with_the_gate_waived_serves_shown_as_waived(chain):
     run = chain.deploy(
         {"specdeploy_standin_profile": SLOW_066, "specdeploy_speed_up_waiver": WAIVER}
@@ -172,3 +175,29 @@ def test_a_new_release_slower_than_the_one_it_replaced_fails_the_canary_comparis
     assert previous["release"] == chain.plain and previous["status"] == "fail"
     assert all(lv["change"] < -0.2 for lv in previous["levels"]), previous
     assert chain.node.current_release() == chain.plain
+
+
+@pytest.mark.xfail(
+    not FAST_C1_SLOW_C16.exists(),
+    reason="needs the batching stand-in of speed-python (tests/standin: throughput by concurrency)",
+    strict=True,
+)
+def test_faster_at_c1_slower_at_c16_fails_naming_c16(chain):
+    # From a speculative release (the waived one), so the baseline is a baseline start: the
+    # new release's own stand-in profile without speculation, the same batching model.
+    rollback = chain.play("playbooks/rollback.yml", extra={"rollback_to": chain.waived})
+    assert rollback.returncode == 0, rollback.tail()
+    profile = json.loads(FAST_C1_SLOW_C16.read_text())
+    run = chain.deploy({"specdeploy_standin_profile": profile, "validation_concurrency": [1, 16]})
+    assert run.returncode != 0, run.tail()
+    new = planned_release(run.stdout)
+    assert f"on {chain.host}: baseline-start:" in run.stdout
+    message = run.failure_message()
+    assert "< 1.00 at c=16" in message and "< 1.00 at c=1 " not in message, message
+    speed = chain.result(new)["speed"]
+    by_level = {lv["concurrency"]: lv for lv in speed["levels"]}
+    assert by_level[1]["status"] == "pass" and by_level[1]["speed_up"] > 1.1, speed
+    assert by_level[16]["status"] == "fail" and by_level[16]["speed_up"] < 0.9, speed
+    assert speed["failed_levels"] == [16]
+    assert f"Rolled back automatically: release {chain.waived}" in message, message
+    assert chain.node.current_release() == chain.waived
