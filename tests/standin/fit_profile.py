@@ -61,7 +61,7 @@ def loss(t: Timing, nospec, spec, rates) -> float:
     return err
 
 
-def nelder_mead(f, x0: list[float], steps: int = 4000) -> list[float]:
+def nelder_mead(f, x0: list[float], steps: int = 800) -> list[float]:
     n = len(x0)
     pts = [list(x0)] + [[x * (1.3 if i == j else 1.0) for j, x in enumerate(x0)] for i in range(n)]
     vals = [f(p) for p in pts]
