@@ -49,6 +49,7 @@ Behaviour profile: JSON file named by $SPECDEPLOY_STANDIN_PROFILE (all keys opti
       "spec_step_cost": null,          # LEGACY: per-request model, a speculative step costs
                                        # this many decode steps at tokens_per_s (any concurrency)
       "tokens_per_s_spec": null,       # LEGACY override: speed with speculation
+      "max_request_s": null,           # accepted for old profiles; no effect (was a cap)
       "platform": "sm120",             # sm120 -> TRITON_MLA; "h200" -> FLASH_ATTN_MLA
       "vllm_version": null,            # default: the installed vllm's version, else 0.20.2
       "log_stats_interval_s": 10.0,    # also $VLLM_LOG_STATS_INTERVAL
