@@ -21,7 +21,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
 
-.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
+.PHONY: help setup demo test test-faults lint bench deploy rollback validate advise status schedule unschedule \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -72,6 +72,9 @@ preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EX
 
 rollback: $(VENV)/.stamp ## back to the previous release, or TO=<release-id> (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/rollback.yml $(if $(TO),-e rollback_to=$(TO)) $(EXTRA)
+
+advise: $(VENV)/.stamp ## k advisor: predicted speed-up per k and concurrency from the serving nodes, no restart (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/advise.yml $(EXTRA)
 
 validate: $(VENV)/.stamp ## checks, gates, reports in reports/; exit 0 pass, 1 failed, 2 not measured (INVENTORY=, EXTRA=)
 	@f=$$(mktemp); rc=0; $(PLAYBOOK) -i $(INVENTORY) playbooks/validate.yml -e validation_exit_file=$$f $(EXTRA) || rc=$$?; \

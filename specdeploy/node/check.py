@@ -254,7 +254,12 @@ def render_table(result: dict[str, object]) -> str:
                     _fmt_value(lv.get("output_tps")),
                     "",
                     f"{lat}spread {_fmt_value(lv.get('spread'))}, baseline "
-                    f"{_fmt_value(lv.get('baseline_tps'))} tok/s",
+                    f"{_fmt_value(lv.get('baseline_tps'))} tok/s"
+                    + (
+                        " (gate within the spread: repeat or lengthen to be sure)"
+                        if lv.get("verdict_holds") is False
+                        else ""
+                    ),
                 )
             )
     gt = result.get("gates")

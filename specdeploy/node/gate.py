@@ -333,6 +333,12 @@ def evaluate_speed(
             "min_speed_up": floor,
         }
         row.update({k: _f(lv.get(k)) for k in LEVEL_FIGURES})
+        spread = _f(lv.get("spread"))
+        # The verdict holds when the gate lies outside the repeats' spread around the median
+        # speed-up; otherwise more or longer repeats could turn it (reported, not gated).
+        row["verdict_holds"] = (
+            abs(su - floor) > (spread or 0.0) * su / 2 if su is not None else None
+        )
         row["status"] = status
         rows.append(row)
     src = f"baseline: {source}" if source else "no baseline"

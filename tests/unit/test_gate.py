@@ -127,6 +127,10 @@ def test_speed_gate_per_level_names_the_failing_level():
     )
     rows = {r["concurrency"]: r for r in speed["levels"]}
     assert rows[1]["status"] == "pass" and rows[1]["speed_up"] == pytest.approx(1.24)
+    assert rows[1]["verdict_holds"] is True
+    # A 1.03x speed-up with a 20% spread between repeats: the pass is reported as not firm.
+    close = gate.evaluate_speed([level(1, 515.0, spread=0.2)], {1: 500.0}, "k", t)
+    assert close["status"] == "pass" and close["levels"][0]["verdict_holds"] is False
     assert rows[1]["ttft_p50_s"] == 0.1
     g = gate.evaluate(measured(baseline=100.0), t, speed)
     assert g.exit_code == 1
