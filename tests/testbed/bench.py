@@ -85,8 +85,8 @@ def playbook(inventory: Path, name: str, extra: dict | None, log: Path) -> tuple
 
 # What the speed-up measurement adds to a deploy (issue 19), as the deploy prints it per node.
 SPEED_STEPS = {
-    "baseline start": re.compile(r"the baseline start took ([\d.]+) s"),
-    "canary measurement": re.compile(r"measured before the switch in ([\d.]+) s"),
+    "baseline start": re.compile(r"the baseline start took\s+([\d.]+) s"),
+    "canary measurement": re.compile(r"measured before the switch in\s+([\d.]+) s"),
 }
 
 
