@@ -23,7 +23,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
                 prometheus prometheus-node-exporter chromium
 
-.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy plan rollback validate status schedule unschedule monitoring \
+.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy plan rollback validate advise status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -92,6 +92,9 @@ preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EX
 
 rollback: $(VENV)/.stamp ## back to the previous release, or TO=<release-id> (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/rollback.yml $(if $(TO),-e rollback_to=$(TO)) $(EXTRA)
+
+advise: $(VENV)/.stamp ## k advisor: predicted speed-up per k and concurrency from the serving nodes, no restart (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/advise.yml $(EXTRA)
 
 validate: $(VENV)/.stamp ## checks, gates, reports in reports/; exit 0 pass, 1 failed, 2 not measured (INVENTORY=, EXTRA=)
 	@f=$$(mktemp); rc=0; $(PLAYBOOK) -i $(INVENTORY) playbooks/validate.yml -e validation_exit_file=$$f $(EXTRA) || rc=$$?; \

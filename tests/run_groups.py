@@ -37,6 +37,7 @@ COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 # records what it measured in build/test-logs/durations.json, which later runs order by.
 ESTIMATE_S = {
     "test_validate": 1280,
+    "test_speedup": 1000,  # measured alone at load 6-13: 986 s (five deploys, one node)
     "test_deploy": 1030,
     "test_faults_gates": 820,
     "test_faults_first": 780,

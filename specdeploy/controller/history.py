@@ -6,11 +6,19 @@ when its figures fall more than a relative tolerance below that release's FIRST 
 on the same node (the first run with status ``pass`` that measured acceptance): mean
 acceptance length, median output tokens/s and median speed-up.
 
+A run is also compared with the latest validated run of the release it replaced (another
+release on the same node and model, validated before it): per concurrency level, a new release
+slower than the previous one is flagged too, not only a drift within one release.
+
 The no-speculation baseline of a node is the latest passed ``--no-spec-baseline`` run for
 that node and served model (a release deployed with speculation off); validations of
-speculative releases compare their throughput with it (``check --baseline-tps``)::
+speculative releases compare their throughput with it (``check --baseline-tps``). Per
+concurrency level, :func:`baseline_levels` also matches the parallel sizes and the hardware
+(the result's ``parallel`` and ``hardware`` labels, e.g. ``tp=8,pp=1`` and ``NVIDIA H200``)::
 
     python -m specdeploy.controller.history baseline --db DB --node N --model NAME  # exit 1 none
+    python -m specdeploy.controller.history baseline-levels --db DB --node N --model NAME \
+        --parallel tp=8,pp=1 --hardware "NVIDIA H200"   # {"found", "levels": {"1": tps}}; 1 none
     python -m specdeploy.controller.history runs --db DB [--node NODE] [--release ID]  # JSON lines
 """
 
@@ -202,6 +210,78 @@ def first_validated(conn: sqlite3.Connection, node: str, release: str) -> dict[s
     return None
 
 
+def _levels_tps(result: dict[str, Any]) -> dict[int, float]:
+    """Output tokens/s by concurrency level of a stored result (its ``speed`` section; an
+    older result without one: the acceptance median, measured at concurrency 1)."""
+    speed = result.get("speed")
+    out: dict[int, float] = {}
+    if isinstance(speed, dict):
+        for lv in speed.get("levels") or []:
+            c, tps = lv.get("concurrency"), lv.get("output_tps")
+            if isinstance(c, int) and isinstance(tps, (int, float)) and tps > 0:
+                out[c] = float(tps)
+        return out
+    acc = result.get("acceptance") or {}
+    med = _median(acc.get("output_tokens_per_s"))
+    if med:
+        out[1] = med
+    return out
+
+
+def _is_no_spec(result: dict[str, Any]) -> bool:
+    speed = result.get("speed")
+    if isinstance(speed, dict) and speed.get("speculative") is False:
+        return True
+    return (result.get("acceptance") or {}).get("mode") == "no_spec_baseline"
+
+
+def baseline_levels(
+    db: sqlite3.Connection | str | Path,
+    node: str,
+    model: str,
+    parallel: str | None,
+    hardware: str | None,
+) -> dict[int, float]:
+    """No-speculation output tokens/s by concurrency level for this node, model, parallel
+    sizes and hardware (labels ``parallel`` / ``hardware``; None matches any); the newest
+    passed no-speculation run that measured a level gives that level. {} when none."""
+    conn = db if isinstance(db, sqlite3.Connection) else connect(db)
+    try:
+        found: dict[int, float] = {}
+        q = (
+            "SELECT result_json FROM runs WHERE node = ? AND model = ? AND status = 'pass' "
+            "ORDER BY started_at DESC, id DESC"
+        )
+        for (blob,) in conn.execute(q, (node, model)):
+            r = json.loads(blob)
+            labels = r.get("labels") or {}
+            if not _is_no_spec(r):
+                continue
+            if parallel is not None and labels.get("parallel") != parallel:
+                continue
+            if hardware is not None and labels.get("hardware") != hardware:
+                continue
+            for c, tps in _levels_tps(r).items():
+                found.setdefault(c, tps)
+        return found
+    finally:
+        if conn is not db:
+            conn.close()
+
+
+def previous_release_run(conn: sqlite3.Connection, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The latest validated run of another release on the same node and model, before this
+    run: the run of the release this one replaced."""
+    v = row_values(result)
+    q = (
+        "SELECT run_id, release, started_at, result_json FROM runs WHERE node = ? AND "
+        "model IS ? AND release != ? AND status = 'pass' AND acceptance_status = 'ok' AND "
+        "started_at < ? ORDER BY started_at DESC, id DESC LIMIT 1"
+    )
+    row = conn.execute(q, (v["node"], v["model"], v["release"], v["started_at"])).fetchone()
+    return dict(row) if row else None
+
+
 @dataclass
 class Regression:
     metric: str
@@ -209,11 +289,12 @@ class Regression:
     reference: float
     rel_drop: float
     reference_started_at: str
+    reference_what: str = "the release's first validated run"
 
     def message(self) -> str:
         return (
-            f"{self.metric} {self.value:.3f} is {self.rel_drop:.1%} below the release's "
-            f"first validated run ({self.reference:.3f} at {self.reference_started_at})"
+            f"{self.metric} {self.value:.3f} is {self.rel_drop:.1%} below "
+            f"{self.reference_what} ({self.reference:.3f} at {self.reference_started_at})"
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -223,19 +304,42 @@ class Regression:
             "reference": self.reference,
             "rel_drop": self.rel_drop,
             "reference_started_at": self.reference_started_at,
+            "reference_what": self.reference_what,
             "message": self.message(),
         }
 
 
 def regressions(
-    conn: sqlite3.Connection, result: dict[str, Any], tolerance: float = 0.1
+    conn: sqlite3.Connection,
+    result: dict[str, Any],
+    tolerance: float = 0.1,
+    previous_tolerance: float = 0.05,
 ) -> list[Regression]:
-    """Compare ``result`` with its release's first validated run on the same node."""
+    """Compare ``result`` with its release's first validated run on the same node, and its
+    output tokens/s per level with the previous release's latest validated run."""
     v = row_values(result)
+    out: list[Regression] = []
+    prev = previous_release_run(conn, result)
+    if prev is not None:
+        mine = _levels_tps(result)
+        theirs = _levels_tps(json.loads(prev["result_json"]))
+        for c in sorted(set(mine) & set(theirs)):
+            drop = (theirs[c] - mine[c]) / theirs[c]
+            if drop > previous_tolerance:
+                out.append(
+                    Regression(
+                        f"output_tokens_per_s at c={c}",
+                        mine[c],
+                        theirs[c],
+                        drop,
+                        prev["started_at"],
+                        f"the previous release {prev['release']}",
+                    )
+                )
     ref = first_validated(conn, v["node"], v["release"])
     if ref is None or ref["run_id"] == v["run_id"]:
-        return []
-    return compare(v, ref, tolerance)
+        return out
+    return out + compare(v, ref, tolerance)
 
 
 def compare(v: dict[str, Any], ref: dict[str, Any], tolerance: float) -> list[Regression]:
@@ -263,13 +367,21 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--db", required=True)
     b.add_argument("--node", required=True)
     b.add_argument("--model", required=True)
+    bl = sub.add_parser(
+        "baseline-levels", help="no-speculation tok/s by level (node, model, parallel, hardware)"
+    )
+    bl.add_argument("--db", required=True)
+    bl.add_argument("--node", required=True)
+    bl.add_argument("--model", required=True)
+    bl.add_argument("--parallel", default=None, help="e.g. tp=8,pp=1 (default: any)")
+    bl.add_argument("--hardware", default=None, help="GPU name (default: any)")
     r = sub.add_parser("runs", help="recorded runs, one JSON object a line")
     r.add_argument("--db", required=True)
     r.add_argument("--node")
     r.add_argument("--release")
     args = p.parse_args(argv)
     if not Path(args.db).exists():
-        if args.cmd == "baseline":
+        if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
             return 1
         print(f"spec-history: error: no history at {args.db}", file=sys.stderr)
@@ -279,6 +391,21 @@ def main(argv: list[str] | None = None) -> int:
     except HistoryError as exc:
         return cli.usage_error("spec-history", f"--db {exc}")
     try:
+        if args.cmd == "baseline-levels":
+            levels = baseline_levels(conn, args.node, args.model, args.parallel, args.hardware)
+            what = (
+                f"node {args.node!r}, model {args.model!r}, parallel {args.parallel or 'any'}, "
+                f"hardware {args.hardware or 'any'}"
+            )
+            if not levels:
+                print(json.dumps({"found": False, "reason": f"no no-spec run for {what}"}))
+                return 1
+            print(
+                json.dumps(
+                    {"found": True, "levels": {str(c): t for c, t in sorted(levels.items())}}
+                )
+            )
+            return 0
         if args.cmd == "baseline":
             base = latest_baseline(conn, args.node, args.model)
             if base is None:

@@ -43,15 +43,21 @@ PARTS = {
     "release": Part(
         dirs=("specdeploy/node", "patches/vllm"),
         files=("specdeploy/__init__.py", "requirements-node.txt"),
-        # regen.py makes the series on a developer's machine from downloaded wheels.
-        exclude=("patches/vllm/regen.py",),
+        # regen.py (and its speculators_fit.py) make the series and the manifest on a
+        # developer's machine from downloaded wheels; the node never runs them.
+        exclude=("patches/vllm/regen.py", "patches/vllm/speculators_fit.py"),
     ),
     "standin": Part(
         dirs=("tests/standin", "tests/fixtures/vllm-0.20.2"),
         files=(),
         # The harness drives the stand-in from tests; the profiles are test data (the profile
         # a node runs is rendered from specdeploy_standin_profile into its release).
-        exclude=("tests/standin/harness.py", "tests/standin/profiles", "tests/standin/README.md"),
+        exclude=(
+            "tests/standin/harness.py",
+            "tests/standin/fit_profile.py",
+            "tests/standin/profiles",
+            "tests/standin/README.md",
+        ),
     ),
 }
 

@@ -39,9 +39,41 @@ class Prompt:
     kind: str
     prompt: str
     max_tokens: int
+    messages: tuple[dict[str, str], ...] = ()
+
+    def as_messages(self) -> list[dict[str, str]]:
+        """Chat messages: the prompt file's own, else the text as one user message (a
+        ``User: ...\nAssistant:`` transcript is unwrapped so the chat template applies)."""
+        if self.messages:
+            return [dict(m) for m in self.messages]
+        text = self.prompt
+        if text.startswith("User: ") and text.rstrip().endswith("Assistant:"):
+            text = text[len("User: ") : text.rstrip().rfind("Assistant:")].strip()
+        return [{"role": "user", "content": text}]
+
+    def as_text(self) -> str:
+        if self.prompt:
+            return self.prompt
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+def _messages(d: dict[str, object]) -> tuple[dict[str, str], ...]:
+    msgs = d.get("messages")
+    if msgs is None:
+        return ()
+    if not isinstance(msgs, list) or not msgs:
+        raise ValueError("messages: want a non-empty list")
+    out = []
+    for m in msgs:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
+            raise ValueError('messages: each one wants {"role": str, "content": str}')
+        out.append({"role": str(m["role"]), "content": str(m["content"])})
+    return tuple(out)
 
 
 def load_prompts(path: str | Path | None = None) -> list[Prompt]:
+    """JSONL: ``{"kind", "prompt": text}`` or ``{"kind", "messages": [...]}`` (the operator's
+    ``validation_prompts_file``), optional ``id`` and ``max_tokens`` (default 128)."""
     p = Path(path) if path else DEFAULT_PROMPTS
     out: list[Prompt] = []
     with p.open(encoding="utf-8") as f:
@@ -50,12 +82,18 @@ def load_prompts(path: str | Path | None = None) -> list[Prompt]:
                 continue
             try:
                 d = json.loads(line)
+                if not isinstance(d, dict):
+                    raise ValueError("not a JSON object")
+                msgs = _messages(d)
+                if not msgs and not isinstance(d.get("prompt"), str):
+                    raise ValueError('want "prompt" (text) or "messages" (chat)')
                 out.append(
                     Prompt(
                         str(d.get("id", f"p{n}")),
                         str(d.get("kind", "")),
-                        str(d["prompt"]),
+                        str(d.get("prompt", "")),
                         int(d.get("max_tokens", 128)),
+                        msgs,
                     )
                 )
             except (ValueError, KeyError, TypeError) as e:
@@ -119,6 +157,11 @@ class AcceptanceConfig:
     concurrency: int = 1
     max_tokens: int | None = None
     no_spec_baseline: bool = False
+    endpoint: str = "chat"  # chat: the server applies the model's chat template
+    temperature: float = 0.0
+    top_p: float = 1.0
+    per_kind: bool = True  # one /metrics window per prompt kind after the repeats
+    per_kind_requests: int = 4
 
 
 @dataclass
@@ -166,6 +209,7 @@ class AcceptanceResult:
     speed_up: Spread | None = None
     baseline_output_tokens_per_s: float | None = None
     baseline_source: str | None = None
+    by_kind: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -208,6 +252,12 @@ class AcceptanceResult:
             "mean_acceptance_length": t.mean_acceptance_length if t else None,
             "draft_acceptance_rate": t.draft_acceptance_rate if t else None,
             "per_position_acceptance": t.per_position_rate if t else None,
+            "per_position_note": (
+                "per-position acceptance unavailable: /metrics has no "
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+                if t and t.num_drafts > 0 and not t.per_position_available
+                else None
+            ),
             "output_tokens_per_s": tps.to_dict() if tps else None,
             "accepted_tokens_per_s": atps.to_dict() if atps else None,
             "baseline_output_tokens_per_s": self.baseline_output_tokens_per_s,
@@ -215,6 +265,7 @@ class AcceptanceResult:
             "speed_up": self.speed_up.to_dict() if self.speed_up else None,
             "vllm_log_line": metrics.format_vllm_log_line(t) if t else None,
             "repeats": [r.to_dict() for r in self.repeats],
+            "by_kind": self.by_kind,
         }
 
 
@@ -223,20 +274,46 @@ def read_snapshot(client: Client, model: str, timeout: float) -> metrics.SpecSna
     return metrics.snapshot(text, model, timestamp=time.monotonic())
 
 
+def send(client: Client, cfg: AcceptanceConfig, p: Prompt, max_tokens: int) -> dict[str, object]:
+    """One request of the workload: chat (the model's chat template) or raw completions,
+    greedy or sampled, ``ignore_eos`` so that it generates exactly ``max_tokens``."""
+    body: dict[str, object] = {
+        "model": cfg.served_model_name,
+        "max_tokens": max_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "ignore_eos": True,
+        "seed": 0,
+    }
+    if cfg.endpoint == "chat":
+        body["messages"] = p.as_messages()
+        path = "/v1/chat/completions"
+    else:
+        body["prompt"] = p.as_text()
+        path = "/v1/completions"
+    out = client.json("POST", path, body, cfg.request_timeout_s)
+    if not isinstance(out, dict) or not isinstance(out.get("choices"), list) or not out["choices"]:
+        raise HttpError("bad_response", f"{path}: no choices in {str(out)[:200]}")
+    return out
+
+
 def _run_requests(
-    client: Client, cfg: AcceptanceConfig, budget_s: float, index: int
+    client: Client,
+    cfg: AcceptanceConfig,
+    budget_s: float,
+    index: int,
+    prompts: list[Prompt] | None = None,
+    max_requests: int | None = None,
 ) -> RepeatResult:
-    prompts = cfg.prompts
+    prompts = prompts or cfg.prompts
+    limit = max_requests or cfg.max_requests
     t0 = time.monotonic()
     n_sent = 0
     tokens = 0
     stopped_by = "count"
 
     def one(p: Prompt) -> int:
-        resp = client.completion(
-            cfg.served_model_name, p.prompt, cfg.max_tokens or p.max_tokens, cfg.request_timeout_s
-        )
-        n = completion_tokens(resp)
+        n = completion_tokens(send(client, cfg, p, cfg.max_tokens or p.max_tokens))
         if n is None:
             raise HttpError(
                 "bad_response", f"prompt {p.id}: response has no usage.completion_tokens"
@@ -246,7 +323,7 @@ def _run_requests(
     with ThreadPoolExecutor(max_workers=max(1, cfg.concurrency)) as pool:
         inflight: set[Future[int]] = set()
         while True:
-            while len(inflight) < max(1, cfg.concurrency) and n_sent < cfg.max_requests:
+            while len(inflight) < max(1, cfg.concurrency) and n_sent < limit:
                 if n_sent > 0 and time.monotonic() - t0 >= budget_s:
                     stopped_by = "time"
                     break
@@ -270,9 +347,7 @@ def run_acceptance(client: Client, cfg: AcceptanceConfig) -> AcceptanceResult:
     try:
         for i in range(cfg.warmup):
             p = cfg.prompts[i % len(cfg.prompts)]
-            client.completion(
-                model, p.prompt, min(16, cfg.max_tokens or p.max_tokens), cfg.request_timeout_s
-            )
+            send(client, cfg, p, min(16, cfg.max_tokens or p.max_tokens))
         budget_left = cfg.time_budget_s - (time.monotonic() - t_start)
         per_repeat = max(budget_left, 0.0) / max(1, cfg.repeats)
         deltas: list[metrics.SpecDelta] = []
@@ -295,6 +370,8 @@ def run_acceptance(client: Client, cfg: AcceptanceConfig) -> AcceptanceResult:
                 deltas.append(d)
             res.engines = sorted(after.engines)
             res.repeats.append(rep)
+        if spec and cfg.per_kind and len({p.kind for p in cfg.prompts}) > 1:
+            res.by_kind = measure_kinds(client, cfg)
     except metrics.CounterReset as e:
         res.status = "counter_reset"
         res.message = str(e)
@@ -336,6 +413,29 @@ def run_acceptance(client: Client, cfg: AcceptanceConfig) -> AcceptanceResult:
             f"{tps.median if tps else 0:.1f} output tokens/s (no speculation)"
         )
     return res
+
+
+def measure_kinds(client: Client, cfg: AcceptanceConfig) -> dict[str, dict[str, object]]:
+    """Acceptance per prompt kind: one window of ``per_kind_requests`` requests of that kind
+    only, between two /metrics reads (the counters have no kind label)."""
+    out: dict[str, dict[str, object]] = {}
+    kinds = sorted({p.kind for p in cfg.prompts})
+    for kind in kinds:
+        prompts = [p for p in cfg.prompts if p.kind == kind]
+        before = read_snapshot(client, cfg.served_model_name, cfg.metrics_timeout_s)
+        rep = _run_requests(
+            client, cfg, cfg.time_budget_s, 0, prompts, max(1, cfg.per_kind_requests)
+        )
+        after = read_snapshot(client, cfg.served_model_name, cfg.metrics_timeout_s)
+        d = metrics.delta(before, after, elapsed_s=rep.wall_s)
+        out[kind or "-"] = {
+            "requests": rep.requests,
+            "completion_tokens": rep.completion_tokens,
+            "mean_acceptance_length": d.mean_acceptance_length,
+            "draft_acceptance_rate": d.draft_acceptance_rate,
+            "per_position_acceptance": d.per_position_rate,
+        }
+    return out
 
 
 def baseline_from_result(path: str | Path) -> float:

@@ -5,9 +5,23 @@ Usage::
     python -m specdeploy.node.check smoke|acceptance|all --base-url http://127.0.0.1:PORT
         --served-model-name NAME [--api-key-file F] [--prompts FILE] [--max-requests N]
         [--time-budget S] [--repeats N] [--max-tokens N] [--warmup N] [--concurrency N]
-        [--request-timeout S] [--gates FILE] [--baseline-tps X | --baseline-file F]
-        [--no-spec-baseline] [--wait-ready S] [--node NAME] [--release ID]
-        [--label KEY=VALUE ...] [--json] [--out FILE]
+        [--endpoint chat|completions] [--temperature T] [--top-p P]
+        [--levels 1,8,32 [--min-window-s S]]
+        [--request-timeout S] [--gates FILE] [--baseline-tps X|1=X,8=Y | --baseline-file F]
+        [--baseline-source knob|history|serving-release|baseline-start] [--previous-file F]
+        [--speed-up-waiver REASON] [--no-spec-baseline] [--wait-ready S] [--node NAME]
+        [--release ID] [--label KEY=VALUE ...] [--json] [--out FILE]
+    python -m specdeploy.node.check baseline --base-url U --served-model-name M
+        --levels 1,8,32 [--endpoint chat] [--min-window-s S] [--repeats N] [--max-tokens T]
+        [--prompts FILE] --out FILE [--json]
+
+``baseline`` measures whatever serves now (no gates) and writes a ``specdeploy.throughput/1``
+document (:mod:`specdeploy.node.speed`); exit 0, or 2 when it could not measure.
+
+With ``--levels`` the throughput, speed-up and latency (TTFT, ITL p50/p99 from streamed
+responses) are measured per concurrency level by :mod:`specdeploy.node.loadgen` and gated per
+level; without, one level (``--concurrency``) from the acceptance repeats. A speculative run
+never passes without a measured speed-up: no baseline -> exit 2 (or WAIVED with a waiver).
 
 The API key is read from ``--api-key-file`` or $SPECDEPLOY_API_KEY / $VLLM_API_KEY (never a
 command-line value). Exit codes: 0 pass, 1 a check or gate failed, 2 could not measure (the
@@ -20,7 +34,7 @@ JSON result (``schema: "specdeploy.validation/1"``; see docs/validation-schema.m
       "schema": "specdeploy.validation/1",
       "run_id": str,                          # unique per run (hex uuid4)
       "mode": "smoke" | "acceptance" | "all",
-      "status": "pass" | "fail" | "error",    # exit code 0 | 1 | 2
+      "status": "pass" | "waived" | "fail" | "error",  # exit code 0 | 0 | 1 | 2
       "exit_code": int,
       "reasons": [str],                       # why not pass (empty on pass)
       "node": str, "release": str | null, "labels": {str: str},
@@ -44,6 +58,15 @@ JSON result (``schema: "specdeploy.validation/1"``; see docs/validation-schema.m
           "vllm_log_line": str|null,                 # vLLM's SpecDecoding line, same counters
           "repeats": [{"index", "requests", "completion_tokens", "wall_s", "stopped_by",
                        "output_tokens_per_s", "accepted_tokens_per_s", "spec": {...}}]},
+      "speed": null | {"baseline_source": str|null, "speculative": bool, "waiver": str|null,
+          "levels": [{"concurrency", "output_tps", "spread", "repeats_tps", "baseline_tps",
+                      "speed_up", "min_speed_up", "ttft_p50_s", "ttft_p99_s", "itl_p50_s",
+                      "itl_p99_s", "status": "pass|fail|waived|unmeasured|not_applicable"}],
+          "status": "pass|fail|waived|unmeasured|not_applicable", "failed_levels": [int],
+          "message": str},
+      "previous": null | {"release": str|null, "levels": [{"concurrency", "previous_tps",
+          "output_tps", "change", "status"}], "max_regression": float,
+          "status": "pass|fail|unmeasured", "message": str},
       "gates": null | {"passed": bool, "exit_code": int, "reasons": [str],
           "thresholds": {...},
           "checks": [{"name", "status": "pass|fail|skip|error", "value", "threshold",
@@ -62,7 +85,7 @@ import sys
 import time
 from pathlib import Path
 
-from specdeploy.node import acceptance, cli, gate, smoke
+from specdeploy.node import acceptance, cli, gate, loadgen, smoke, speed
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 from specdeploy.node.result import new_result, now
 
@@ -87,7 +110,7 @@ def default_release() -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="spec-check", description=__doc__.split("\n")[0])
-    p.add_argument("mode", choices=["smoke", "acceptance", "all"])
+    p.add_argument("mode", choices=["smoke", "acceptance", "all", "baseline"])
     p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     p.add_argument("--served-model-name", required=True)
     p.add_argument(
@@ -113,10 +136,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="scale: completion/determinism stage timeout in seconds",
     )
+    p.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--levels", help="concurrency levels to measure and gate, e.g. 1,8,32")
+    p.add_argument("--min-window-s", type=float, default=5.0, help="per repeat and level")
+    p.add_argument("--no-per-kind", action="store_true", help="no acceptance window per kind")
     p.add_argument("--gates", help="JSON/YAML thresholds mapping")
     b = p.add_mutually_exclusive_group()
-    b.add_argument("--baseline-tps", type=float, help="no-spec output tokens/s on this node")
-    b.add_argument("--baseline-file", help="result JSON of a --no-spec-baseline run")
+    b.add_argument(
+        "--baseline-tps", help="no-spec output tokens/s: X for every level, or 1=X,8=Y by level"
+    )
+    b.add_argument(
+        "--baseline-file", help="a specdeploy.throughput/1 file or a no-speculation result JSON"
+    )
+    p.add_argument("--baseline-source", choices=speed.BASELINE_SOURCES, default=None)
+    p.add_argument("--previous-file", help="the replaced release's throughput/1 or result JSON")
+    p.add_argument("--speed-up-waiver", default=None, metavar="REASON")
     p.add_argument(
         "--no-spec-baseline",
         action="store_true",
@@ -187,6 +223,39 @@ def render_table(result: dict[str, object]) -> str:
                         + ", ".join(f"{x:.3f}" for x in acc.get("per_position_acceptance") or []),
                     )
                 )
+    acc_d = result.get("acceptance")
+    if isinstance(acc_d, dict):
+        if acc_d.get("per_position_note"):
+            rows.append(("INFO", "acceptance.per_position", "-", "", acc_d["per_position_note"]))
+        for kind, k in sorted((acc_d.get("by_kind") or {}).items()):
+            mal = k.get("mean_acceptance_length")
+            rows.append(
+                ("INFO", f"acceptance.kind.{kind}", _fmt_value(mal), "", "mean acceptance length")
+            )
+    sp = result.get("speed")
+    if isinstance(sp, dict):
+        for lv in sp.get("levels") or []:
+            lat = ""
+            if lv.get("ttft_p50_s") is not None:
+                lat = (
+                    f"TTFT p50/p99 {lv['ttft_p50_s'] * 1e3:.0f}/{lv['ttft_p99_s'] * 1e3:.0f} ms, "
+                    f"ITL p50/p99 {lv['itl_p50_s'] * 1e3:.1f}/{lv['itl_p99_s'] * 1e3:.1f} ms, "
+                )
+            rows.append(
+                (
+                    "INFO",
+                    f"speed.c{lv['concurrency']}",
+                    _fmt_value(lv.get("output_tps")),
+                    "",
+                    f"{lat}spread {_fmt_value(lv.get('spread'))}, baseline "
+                    f"{_fmt_value(lv.get('baseline_tps'))} tok/s"
+                    + (
+                        " (gate within the spread: repeat or lengthen to be sure)"
+                        if lv.get("verdict_holds") is False
+                        else ""
+                    ),
+                )
+            )
     gt = result.get("gates")
     if isinstance(gt, dict):
         for c in gt["checks"]:
@@ -205,9 +274,9 @@ def render_table(result: dict[str, object]) -> str:
         f"release={result.get('release') or '-'}  model={result['served_model_name']}  "
         f"{result['base_url']}"
     )
-    lines = [head, f"  {'STATUS':6}  {'CHECK':{w}}  {'VALUE':>9}  {'THRESHOLD':10}  MESSAGE"]
+    lines = [head, f"  {'STATUS':10}  {'CHECK':{w}}  {'VALUE':>9}  {'THRESHOLD':10}  MESSAGE"]
     for r in rows:
-        lines.append(f"  {r[0]:6}  {r[1]:{w}}  {r[2]:>9}  {r[3]:10}  {r[4]}")
+        lines.append(f"  {r[0]:10}  {r[1]:{w}}  {r[2]:>9}  {r[3]:10}  {r[4]}")
     lines.append(
         f"RESULT: {str(result['status']).upper()} (exit {result['exit_code']})"
         + ("" if not result["reasons"] else ": " + "; ".join(result["reasons"]))
@@ -215,14 +284,19 @@ def render_table(result: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> dict[str, object]:
-    t0 = time.monotonic()
+def _labels(pairs: list[str]) -> dict[str, str]:
     labels: dict[str, str] = {}
-    for kv in args.label:
+    for kv in pairs:
         k, sep, v = kv.partition("=")
         if not sep or not k:
             raise ValueError(f"--label wants KEY=VALUE, got {kv!r}")
         labels[k] = v
+    return labels
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
+    t0 = time.monotonic()
+    labels = _labels(args.label)
     result: dict[str, object] = new_result(
         args.mode,
         args.node or socket.gethostname(),
@@ -231,6 +305,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         args.served_model_name,
         labels,
     )
+    waived = False
     reasons: list[str] = []
     exit_code = 0
     with cli.naming("--api-key-file", args.api_key_file):
@@ -238,14 +313,29 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     client = smoke.Client(args.base_url, api_key)
     with cli.naming("--gates", args.gates):
         thresholds = gate.load_thresholds(args.gates)  # validate before measuring
+    if args.speed_up_waiver is not None:  # the inventory knob wins over the gates file
+        thresholds.speed_up_waiver = args.speed_up_waiver.strip()
     with cli.naming("--prompts", args.prompts):
         prompts = acceptance.load_prompts(args.prompts) if args.mode != "smoke" else []
-    baseline: tuple[float, str] | None = None
+    levels = speed.parse_levels(args.levels) if args.levels else [args.concurrency]
+    baseline: dict[int, float] | None = None
+    source: str | None = args.baseline_source
     if args.baseline_tps is not None:
-        baseline = (args.baseline_tps, "--baseline-tps")
+        baseline = speed.parse_baseline_tps(args.baseline_tps, levels)
+        source = source or "knob"
     elif args.baseline_file:
         with cli.naming("--baseline-file", args.baseline_file):
-            baseline = (acceptance.baseline_from_result(args.baseline_file), args.baseline_file)
+            bf = speed.read_levels_file(args.baseline_file)
+        if bf.speculative:
+            raise speed.SpeedInputError(
+                f"{args.baseline_file}: measured with speculation on; not a baseline"
+            )
+        baseline = bf.at(levels)
+        source = source or args.baseline_file
+    previous: speed.LevelsFile | None = None
+    if args.previous_file:
+        with cli.naming("--previous-file", args.previous_file):
+            previous = speed.read_levels_file(args.previous_file)
 
     if args.wait_ready > 0:
         _ok, msg = smoke.wait_ready(
@@ -290,22 +380,124 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             concurrency=args.concurrency,
             max_tokens=args.max_tokens,
             no_spec_baseline=args.no_spec_baseline,
+            endpoint=args.endpoint,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            per_kind=not args.no_per_kind,
         )
         ares = acceptance.run_acceptance(client, acfg)
-        if baseline and ares.ok:
-            ares.set_baseline(*baseline)
-        gres = gate.evaluate(ares, thresholds)
+        measured: list[dict[str, object]] = []
+        if ares.ok:
+            one = (baseline or {}).get(args.concurrency)
+            if one:
+                ares.set_baseline(one, source or "--baseline-tps")
+            if args.levels:
+                try:
+                    measured = speed.measure(
+                        args.base_url,
+                        args.served_model_name,
+                        levels,
+                        prompts,
+                        api_key=api_key,
+                        endpoint=args.endpoint,
+                        max_tokens=args.max_tokens or 128,
+                        temperature=args.temperature,
+                        top_p=args.top_p,
+                        repeats=args.repeats,
+                        min_window_s=args.min_window_s,
+                        timeout_s=args.request_timeout,
+                    )
+                except loadgen.LoadgenError as e:
+                    ares.status, ares.message = "error", f"could not measure the levels: {e}"
+            else:
+                measured = gate.levels_from_acceptance(ares, args.concurrency)
+        speed_res = gate.evaluate_speed(
+            measured,
+            baseline,
+            source,
+            thresholds,
+            speculative=ares.spec_mode,
+            waiver=args.speed_up_waiver,
+        )
+        prev_res = None
+        if previous is not None:
+            prev_res = gate.evaluate_previous(
+                measured,
+                previous.at(levels),
+                previous.release,
+                thresholds.max_regression_vs_previous,
+            )
+        gres = gate.evaluate(
+            ares,
+            thresholds,
+            speed_res if args.levels else None,
+            prev_res,
+            concurrency=args.concurrency,
+        )
+        if not args.levels and gres.speed is not None:
+            speed_res = gres.speed
         result["acceptance"] = ares.to_dict()
+        result["speed"] = speed_res if ares.ok else None
+        result["previous"] = prev_res if ares.ok else None
         result["gates"] = gres.to_dict()
         exit_code = max(exit_code, gres.exit_code)
         reasons += gres.reasons
+        waived = gres.waived
 
     result["exit_code"] = exit_code
-    result["status"] = {0: "pass", 1: "fail"}.get(exit_code, "error")
+    result["status"] = {0: "waived" if waived else "pass", 1: "fail"}.get(exit_code, "error")
     result["reasons"] = reasons
     result["finished_at"] = now()
     result["duration_s"] = round(time.monotonic() - t0, 3)
     return result
+
+
+def run_baseline(args: argparse.Namespace) -> dict[str, object]:
+    """``check baseline``: throughput per level of whatever serves now (no gates)."""
+    if not args.levels:
+        raise speed.SpeedInputError("baseline: --levels is required, e.g. --levels 1,8,32")
+    levels = speed.parse_levels(args.levels)
+    with cli.naming("--prompts", args.prompts):
+        prompts = acceptance.load_prompts(args.prompts)
+    with cli.naming("--api-key-file", args.api_key_file):
+        api_key = smoke.read_api_key(args.api_key_file)
+    client = smoke.Client(args.base_url, api_key)
+    try:
+        spec = speed.serves_speculatively(client, args.served_model_name)
+    except smoke.HttpError as e:
+        raise loadgen.LoadgenError(f"/metrics: {e}") from None
+    measured = speed.measure(
+        args.base_url,
+        args.served_model_name,
+        levels,
+        prompts,
+        api_key=api_key,
+        endpoint=args.endpoint,
+        max_tokens=args.max_tokens or 128,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        repeats=args.repeats,
+        min_window_s=args.min_window_s,
+        timeout_s=args.request_timeout,
+    )
+    return speed.throughput_document(
+        measured,
+        release=args.release or default_release(),
+        speculative=spec,
+        model=args.served_model_name,
+        endpoint=args.endpoint,
+        node=args.node or socket.gethostname(),
+        labels=_labels(args.label),
+    )
+
+
+def _write(path: str, text: str) -> int:
+    """Write the JSON atomically; 0, or 2 with one line naming --out."""
+    try:
+        atomic_write(path, text + "\n")
+    except OSError as e:
+        return cli.usage_error("spec-check", f"--out {path}: {cli.reason(e)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,20 +512,39 @@ def main(argv: list[str] | None = None) -> int:
                 ("--gates", args.gates),
                 ("--api-key-file", args.api_key_file),
                 ("--baseline-file", args.baseline_file),
+                ("--previous-file", args.previous_file),
             ],
             writable=[("--out", args.out)],
         )
+    except cli.PathError as e:
+        return cli.usage_error("spec-check", e)
+    if args.mode == "baseline":
+        try:
+            doc = run_baseline(args)
+        except cli.PathError as e:
+            return cli.usage_error("spec-check", e)
+        except (loadgen.LoadgenError, ValueError, OSError) as e:
+            print(f"spec-check: could not measure: {e}", file=sys.stderr)
+            return 2
+        text = json.dumps(doc, indent=2)
+        if args.out and _write(args.out, text):
+            return 2
+        if args.json:
+            print(text)
+        else:
+            print(f"throughput of {args.served_model_name} (speculative: {doc['speculative']})")
+            rows = [loadgen.LevelResult(**lv) for lv in doc["levels"].values()]  # type: ignore[attr-defined]
+            print(loadgen.render_table(rows))
+        return 0
+    try:
         result = run(args)
     except cli.PathError as e:
         return cli.usage_error("spec-check", e)
     except (gate.GateConfigError, ValueError, OSError) as e:
         return cli.usage_error("spec-check", e)
     text = json.dumps(result, indent=2, sort_keys=False)
-    if args.out:
-        try:
-            atomic_write(args.out, text + "\n")
-        except OSError as e:
-            return cli.usage_error("spec-check", f"--out {args.out}: {cli.reason(e)}")
+    if args.out and _write(args.out, text):
+        return 2
     if args.json:
         print(text)
     else:

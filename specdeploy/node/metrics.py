@@ -311,8 +311,14 @@ class SpecDelta:
         return self.num_accepted_tokens / self.num_draft_tokens
 
     @property
+    def per_position_available(self) -> bool:
+        """False when /metrics had no per-position counter (drafts but no position series):
+        then nothing is known per position, which is not "0 tokens per position"."""
+        return bool(self.accepted_per_pos)
+
+    @property
     def per_position_rate(self) -> list[float] | None:
-        if self.num_drafts <= 0:
+        if self.num_drafts <= 0 or not self.per_position_available:
             return None
         return [a / self.num_drafts for a in self.accepted_per_pos]
 
@@ -338,6 +344,7 @@ class SpecDelta:
             "mean_acceptance_length": self.mean_acceptance_length,
             "draft_acceptance_rate": self.draft_acceptance_rate,
             "per_position_acceptance": self.per_position_rate,
+            "per_position_available": self.per_position_available,
         }
 
 

@@ -59,6 +59,8 @@ def new_result(
         "duration_s": None,
         "smoke": None,
         "acceptance": None,
+        "speed": None,
+        "previous": None,
         "gates": None,
     }
 

@@ -192,24 +192,35 @@ def test_pass_writes_every_report_and_the_speed_up_against_the_baseline(env):
     result = only_result(report)
     acc = result["acceptance"]
     assert result["status"] == "pass" and result["node"] == env.host
-    # The speed-up is against this node's recorded no-spec baseline, with its spread.
-    base_tps = env.baseline["acceptance"]["output_tokens_per_s"]["median"]
-    assert acc["baseline_output_tokens_per_s"] == pytest.approx(base_tps)
+    # The speed-up, per concurrency level, is against this node's recorded no-spec baseline
+    # (the history: same node, model, parallel sizes and GPU), with its spread.
+    speed = result["speed"]
+    assert speed["baseline_source"] == "history" and speed["status"] == "pass"
+    recorded = {lv["concurrency"]: lv["output_tps"] for lv in env.baseline["speed"]["levels"]}
+    assert sorted(recorded) == [1, 4]  # the sandbox's validation_concurrency
+    for level in speed["levels"]:
+        assert level["baseline_tps"] == pytest.approx(recorded[level["concurrency"]])
+        assert level["speed_up"] > 1.0 and level["status"] == "pass"
+    assert acc["baseline_output_tokens_per_s"] == pytest.approx(recorded[1])
     su = acc["speed_up"]
     assert su["n"] == 3 and su["min"] <= su["median"] <= su["max"] and su["median"] > 1.0
     gates = {c["name"]: c["status"] for c in result["gates"]["checks"]}
-    assert gates["speed_up"] == "pass" and gates["mean_acceptance_length"] == "pass"
+    assert gates["speed_up.c1"] == "pass" and gates["speed_up.c4"] == "pass"
+    assert gates["mean_acceptance_length"] == "pass"
+    # Side by side with the release it replaced (measured by the deploy before the switch).
+    assert result["previous"]["release"] == env.baseline["release"]
+    assert result["previous"]["status"] == "pass"
     # The terminal table (one line per node) and the checker's own per-check table.
     row = next(
         ln for ln in out.splitlines() if env.host in ln and "PASS" in ln and "NODE" not in ln
     )
     assert f"{su['median']:.2f}" in row
-    assert "gate.speed_up" in out and "baseline: history: release" in out
+    assert "gate.speed_up.c1" in out and "baseline: history" in out
     # JUnit XML.
     suites = ET.parse(report / "junit.xml").getroot()
     assert suites.get("failures") == "0" and suites.get("errors") == "0"
     names = {tc.get("name") for tc in suites.iter("testcase")}
-    assert {"smoke.determinism", "gate.speed_up", "gate.mean_acceptance_length"} <= names
+    assert {"smoke.determinism", "gate.speed_up.c1", "gate.mean_acceptance_length"} <= names
     # Prometheus textfile.
     prom = (report / "specdeploy_validation.prom").read_text()
     assert gauge(prom, "specdeploy_speed_up", env.host) == pytest.approx(su["median"])
@@ -324,7 +335,7 @@ def test_slow_speculation_fails_the_speed_up_gate(env):
     result = only_result(report)
     checks = {c["name"]: c for c in result["gates"]["checks"]}
     assert checks["mean_acceptance_length"]["status"] == "pass"  # accepted, but too slow
-    assert checks["speed_up"]["status"] == "fail" and checks["speed_up"]["value"] < 1.0
+    assert checks["speed_up.c1"]["status"] == "fail" and checks["speed_up.c1"]["value"] < 1.0
     assert result["acceptance"]["speed_up"]["n"] == 2
     assert any(r.startswith("speed-up 0.") for r in result["reasons"])
 

@@ -83,6 +83,17 @@ def playbook(inventory: Path, name: str, extra: dict | None, log: Path) -> tuple
     return seconds, result.stdout
 
 
+# What the speed-up measurement adds to a deploy (issue 19), as the deploy prints it per node.
+SPEED_STEPS = {
+    "baseline start": re.compile(r"the baseline start took\s+([\d.]+) s"),
+    "canary measurement": re.compile(r"measured before the switch in\s+([\d.]+) s"),
+}
+
+
+def speed_step_seconds(output: str) -> dict[str, list[float]]:
+    return {step: [float(x) for x in rx.findall(output)] for step, rx in SPEED_STEPS.items()}
+
+
 def changed(output: str) -> int:
     return sum(int(m[1]) for m in RECAP.findall(output))
 
@@ -126,6 +137,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
     cpu: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     starts: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     profile: dict[str, list[float]] = defaultdict(list)
+    speed_steps: dict[str, list[float]] = defaultdict(list)
     for repeat in range(first_repeats):
         session = Session()
         try:
@@ -133,16 +145,20 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
             inventory = Path(cluster.inventory).parent
             logs = LOGS / f"{count}-nodes" / f"repeat-{repeat + 1}"
             playbook(inventory, "tests/playbooks/stage-models.yml", None, logs / "stage.log")
-            seconds, _ = playbook(inventory, "deploy.yml", RELEASE_A, logs / "first.log")
+            seconds, out = playbook(inventory, "deploy.yml", RELEASE_A, logs / "first.log")
+            for step, values in speed_step_seconds(out).items():
+                speed_steps[step] += values
             times["first deploy"].append(seconds)
             cpu["first deploy"].append(CONTROLLER_CPU[-1])
             starts["first deploy"] += server_start_seconds(cluster)
             say(f"{count} node(s), repeat {repeat + 1}: first deploy {seconds:.1f} s")
             if repeat:
                 continue
-            seconds, _ = playbook(
+            seconds, out = playbook(
                 inventory, "deploy.yml", {**RELEASE_B, **ALL_AT_ONCE}, logs / "release-b.log"
             )
+            for step, values in speed_step_seconds(out).items():
+                speed_steps[step] += values
             times[NEW_RELEASE].append(seconds)
             cpu[NEW_RELEASE].append(CONTROLLER_CPU[-1])
             starts[NEW_RELEASE] += server_start_seconds(cluster)
@@ -175,6 +191,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
         "times": {op: median_spread(v) for op, v in times.items() if v},
         "server_start": {op: median_spread(v) for op, v in starts.items() if v},
         "controller_cpu": {op: median_spread(v) for op, v in cpu.items() if v},
+        "speed_steps": {step: median_spread(v) for step, v in speed_steps.items() if v},
         "noop_profile": {
             role: round(statistics.median(v), 1)
             for role, v in sorted(profile.items(), key=lambda kv: -statistics.median(kv[1]))
@@ -234,6 +251,26 @@ def render(results: list[dict], host: dict[str, str], started: str) -> str:
                 f"| {result['nodes']} | {op} | {t['median']} s ({t['min']}-{t['max']}, "
                 f"n={t['n']}) | {ratio} | {start_text} | {cpu_text} |"
             )
+    lines += [
+        "",
+        "What the speed-up measurement adds to a deploy, per node (issue 19; median, min-max, n): "
+        "the baseline start (first deploys without a baseline: the release started without "
+        "speculation and measured, before its real start) and the canary measurement (the "
+        "serving release measured before the switch):",
+        "",
+    ]
+    for result in results:
+        steps = result.get("speed_steps") or {}
+        lines.append(
+            f"- {result['nodes']} node(s): "
+            + (
+                ", ".join(
+                    f"{step} {v['median']} s ({v['min']}-{v['max']}, n={v['n']})"
+                    for step, v in steps.items()
+                )
+                or "none measured"
+            )
+        )
     lines += [
         "",
         "Where a no-op re-deploy spends its time (median seconds per role, profile_tasks):",

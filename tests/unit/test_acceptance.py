@@ -29,17 +29,21 @@ class ScriptedClient(Client):
         self.tokens = tokens
         self.calls = 0
         self.fail_after = fail_after
+        self.bodies: list[dict] = []
 
     def text(self, path: str, timeout: float) -> str:
         assert path == "/metrics"
         return self.metrics_texts.pop(0)
 
-    def completion(self, model, prompt, max_tokens, timeout, **kw):
+    def json(self, method, path, body, timeout):
+        assert (method, path) == ("POST", "/v1/chat/completions")
+        self.bodies.append(body)
         self.calls += 1
         if self.fail_after is not None and self.calls > self.fail_after:
-            raise HttpError("timeout", f"POST /v1/completions: no answer within {timeout:g}s")
+            raise HttpError("timeout", f"POST {path}: no answer within {timeout:g}s")
+        max_tokens = body["max_tokens"]
         return {
-            "choices": [{"text": " x" * max_tokens}],
+            "choices": [{"message": {"role": "assistant", "content": " x" * max_tokens}}],
             "usage": {"completion_tokens": min(max_tokens, self.tokens)},
         }
 
@@ -51,6 +55,7 @@ def cfg(**kw) -> acceptance.AcceptanceConfig:
         max_requests=4,
         time_budget_s=30,
         warmup=0,
+        per_kind=False,
     )
     base.update(kw)
     return acceptance.AcceptanceConfig(**base)
@@ -106,6 +111,43 @@ def test_request_count_bound_and_prompt_cycling():
     assert res.status == "ok" and c.calls == 25
 
 
+def test_chat_workload_sampled_and_acceptance_per_prompt_kind(tmp_path):
+    """The operator's JSONL of chat messages; one /metrics window per kind gives each kind's
+    acceptance (the counters carry no kind label)."""
+    f = tmp_path / "prompts.jsonl"
+    f.write_text(
+        json.dumps({"kind": "code", "messages": [{"role": "user", "content": "sort a list"}]})
+        + "\n"
+        + json.dumps({"kind": "chat", "messages": [{"role": "user", "content": "hello"}]})
+        + "\n"
+    )
+    zero = SPEC.replace("} 172.0", "} 0.0").replace("} 344.0", "} 0.0").replace("} 516.0", "} 0.0")
+    zero = zero.replace("} 138.0", "} 0.0").replace("} 112.0", "} 0.0").replace("} 94.0", "} 0.0")
+    more = SPEC.replace("} 172.0", "} 272.0").replace("} 344.0", "} 394.0")
+    more = more.replace("} 516.0", "} 816.0").replace("} 138.0", "} 168.0")
+    # repeat: zero -> SPEC; kind "chat": SPEC -> more; kind "code": more -> more (no drafts)
+    c = ScriptedClient([zero, SPEC, SPEC, more, more, more])
+    conf = cfg(prompts=acceptance.load_prompts(f), per_kind=True, temperature=0.7, top_p=0.9)
+    res = acceptance.run_acceptance(c, conf)
+    assert res.status == "ok", res.message
+    kinds = res.to_dict()["by_kind"]
+    assert sorted(kinds) == ["chat", "code"]
+    assert kinds["chat"]["mean_acceptance_length"] == pytest.approx(1 + 50 / 100)
+    assert kinds["chat"]["requests"] == conf.per_kind_requests
+    assert kinds["code"]["mean_acceptance_length"] is None  # no drafts in its window
+    sent = c.bodies[0]
+    assert sent["messages"][0]["content"] in ("sort a list", "hello")
+    assert (sent["temperature"], sent["top_p"], sent["ignore_eos"]) == (0.7, 0.9, True)
+
+
+def test_shipped_transcripts_become_chat_messages():
+    p = acceptance.load_prompts()[0]
+    assert p.prompt.startswith("User: ")
+    msgs = p.as_messages()
+    assert msgs[0]["role"] == "user" and not msgs[0]["content"].startswith("User:")
+    assert not msgs[0]["content"].endswith("Assistant:")
+
+
 def test_spread():
     s = acceptance.Spread.of([3.0, 1.0, 2.0, 10.0])
     assert (s.median, s.min, s.max) == (2.5, 1.0, 10.0)
@@ -139,4 +181,7 @@ def test_bad_prompt_file(tmp_path):
     p = tmp_path / "p.jsonl"
     p.write_text('{"id": "a"}\n')
     with pytest.raises(ValueError, match="bad prompt line"):
+        acceptance.load_prompts(p)
+    p.write_text('{"kind": "chat", "messages": [{"content": "no role"}]}\n')
+    with pytest.raises(ValueError, match=r"p.jsonl:1: bad prompt line \(messages"):
         acceptance.load_prompts(p)

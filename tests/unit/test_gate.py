@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -28,10 +29,25 @@ def measured(
     return r
 
 
-def test_defaults_pass_without_baseline():
+def test_no_baseline_is_unmeasured_never_a_silent_pass():
     g = gate.evaluate(measured(), gate.Thresholds())
-    assert g.exit_code == 0
-    assert {c.name: c.status for c in g.checks} == {"speculation_on": "pass", "speed_up": "skip"}
+    assert g.exit_code == 2
+    assert {c.name: c.status for c in g.checks} == {
+        "speculation_on": "pass",
+        "speed_up": "unmeasured",
+    }
+    assert "no no-speculation baseline" in g.reasons[0]
+    assert g.speed["status"] == "unmeasured"
+
+
+def test_waived_speed_gate_shows_waived_not_pass():
+    t = gate.thresholds_from_mapping({"speed_up_waiver": "ticket OPS-12: latency tier"})
+    for res in (measured(), measured(tps=(30.0, 31.0, 29.0), baseline=100.0)):
+        g = gate.evaluate(res, t)
+        assert g.exit_code == 0 and g.waived
+        sp = next(c for c in g.checks if c.name == "speed_up")
+        assert sp.status == "waived" and "WAIVED (ticket OPS-12" in sp.message
+        assert g.speed["status"] == "waived" and g.to_dict()["waived"] is True
 
 
 def test_each_gate_fails_with_a_reason():
@@ -75,9 +91,9 @@ def test_expected_with_tolerance():
     t = gate.thresholds_from_mapping(
         {"expected_mean_acceptance_length": 3.2, "rel_tolerance": 0.05}
     )
-    assert gate.evaluate(measured(), t).exit_code == 1
+    assert gate.evaluate(measured(baseline=50.0), t).exit_code == 1
     t.rel_tolerance = 0.1
-    assert gate.evaluate(measured(), t).exit_code == 0
+    assert gate.evaluate(measured(baseline=50.0), t).exit_code == 0
 
 
 def test_spec_off_fails_and_unmeasured_is_2():
@@ -88,9 +104,129 @@ def test_spec_off_fails_and_unmeasured_is_2():
         assert g.exit_code == 2
 
 
-def test_require_baseline():
+def test_require_baseline_true_is_accepted_false_is_refused():
     t = gate.thresholds_from_mapping({"require_baseline": True})
     assert gate.evaluate(measured(), t).exit_code == 2
+    with pytest.raises(gate.GateConfigError, match="speed_up_waiver"):
+        gate.thresholds_from_mapping({"require_baseline": False})
+
+
+def level(c: int, tps: float, spread: float = 0.05) -> dict:
+    return {"concurrency": c, "output_tps": tps, "spread": spread, "ttft_p50_s": 0.1}
+
+
+def test_speed_gate_per_level_names_the_failing_level():
+    # Faster at c=1, slower at c=16 (the shape of a k too large for the load).
+    t = gate.thresholds_from_mapping({"min_speed_up": 1.0})
+    speed = gate.evaluate_speed(
+        [level(1, 620.0), level(16, 2200.0)], {1: 500.0, 16: 3350.0}, "serving-release", t
+    )
+    assert speed["status"] == "fail" and speed["failed_levels"] == [16]
+    assert speed["message"] == (
+        "speed-up 0.66x < 1.00 at c=16 (spread 5%) (baseline: serving-release)"
+    )
+    rows = {r["concurrency"]: r for r in speed["levels"]}
+    assert rows[1]["status"] == "pass" and rows[1]["speed_up"] == pytest.approx(1.24)
+    assert rows[1]["verdict_holds"] is True
+    # A 1.03x speed-up with a 20% spread between repeats: the pass is reported as not firm.
+    close = gate.evaluate_speed([level(1, 515.0, spread=0.2)], {1: 500.0}, "k", t)
+    assert close["status"] == "pass" and close["levels"][0]["verdict_holds"] is False
+    assert rows[1]["ttft_p50_s"] == 0.1
+    g = gate.evaluate(measured(baseline=100.0), t, speed)
+    assert g.exit_code == 1
+    st = {c.name: c.status for c in g.checks}
+    assert st["speed_up.c1"] == "pass" and st["speed_up.c16"] == "fail"
+    assert any("at c=16" in r for r in g.reasons)
+
+
+def test_speed_gate_map_by_level():
+    t = gate.thresholds_from_mapping({"min_speed_up": {1: 0.8, "32": 1.2}})
+    assert (t.min_speed_up_at(1), t.min_speed_up_at(8), t.min_speed_up_at(32)) == (0.8, 1.0, 1.2)
+    base = {1: 500.0, 8: 1900.0, 32: 5300.0}
+    ok = gate.evaluate_speed([level(1, 450.0), level(8, 2000.0), level(32, 6500.0)], base, "k", t)
+    assert ok["status"] == "pass"
+    bad = gate.evaluate_speed([level(1, 450.0), level(8, 2000.0), level(32, 6000.0)], base, "k", t)
+    assert bad["status"] == "fail" and bad["failed_levels"] == [32]
+
+
+def test_a_level_without_baseline_is_unmeasured():
+    t = gate.Thresholds()
+    speed = gate.evaluate_speed([level(1, 600.0), level(8, 2400.0)], {1: 500.0}, "history", t)
+    assert speed["status"] == "unmeasured" and "c=8" in speed["message"]
+    assert gate.evaluate(measured(), t, speed).exit_code == 2
+
+
+def test_no_speculation_release_has_no_speed_gate():
+    speed = gate.evaluate_speed([level(1, 500.0)], None, None, gate.Thresholds(), speculative=False)
+    assert speed["status"] == "not_applicable"
+    base = AcceptanceResult("ok", "measured", False)
+    base.repeats = [RepeatResult(0, 4, 1000, 2.0, "count")]
+    assert gate.evaluate(base, gate.Thresholds(), speed).exit_code == 0
+
+
+def test_regression_vs_previous_release():
+    prev = {1: 600.0, 8: 2500.0}
+    cmp = gate.evaluate_previous([level(1, 590.0), level(8, 2000.0)], prev, "r-old", 0.05)
+    assert cmp["status"] == "fail"
+    assert cmp["message"].startswith("throughput -20% vs previous release r-old at c=8")
+    assert cmp["message"].endswith("(2000.0 vs 2500.0 tok/s; max regression 5%)")
+    rows = {r["concurrency"]: r for r in cmp["levels"]}
+    assert rows[1]["status"] == "pass" and rows[1]["change"] == pytest.approx(-0.0167, abs=1e-3)
+    t = gate.Thresholds()
+    speed = gate.evaluate_speed([level(1, 590.0), level(8, 2000.0)], {1: 500, 8: 1900}, "k", t)
+    g = gate.evaluate(measured(), t, speed, cmp)
+    assert g.exit_code == 1
+    assert {c.name: c.status for c in g.checks}["vs_previous.c8"] == "fail"
+    assert any("throughput -20% vs previous release r-old at c=8" in r for r in g.reasons)
+    ok = gate.evaluate_previous([level(1, 590.0), level(8, 2450.0)], prev, "r-old", 0.05)
+    assert ok["status"] == "pass"
+    none = gate.evaluate_previous([level(32, 5000.0)], prev, "r-old", 0.05)
+    assert none["status"] == "unmeasured"
+
+
+def test_per_position_gate_without_per_position_counters():
+    r = measured()
+    r.total = metrics.SpecDelta(172, 516, 344, (), 10.0)
+    t = gate.thresholds_from_mapping({"per_position_floors": [0.5]})
+    g = gate.evaluate(r, t, gate.evaluate_speed([level(1, 200.0)], {1: 100.0}, "k", t))
+    assert g.exit_code == 2
+    pos = next(c for c in g.checks if c.name == "position_0_acceptance")
+    assert pos.status == "unmeasured"
+    assert pos.message.startswith("per-position acceptance unavailable")
+    assert "tokens per step" not in pos.message
+    assert r.to_dict()["per_position_note"].startswith("per-position acceptance unavailable")
+    assert r.to_dict()["per_position_acceptance"] is None
+
+
+@pytest.mark.parametrize(
+    "gates, k, levels, message",
+    [
+        ({"per_position_floors": [0.6, 0.4, 0.3, 0.2]}, 3, "1,8", "per_position_floors: a floor "
+         "for position 3 but num_speculative_tokens is 3"),
+        ({"min_speed_up": {16: 1.1}}, 3, "1,8,32", "min_speed_up: level 16 is not one of"),
+        ({"max_regression_vs_previous": 1.5}, 3, "1", "max_regression_vs_previous"),
+        ({"min_speed_up": {"x": 1.0}}, 3, "1", "level 'x' is not a concurrency level"),
+        ({}, 3, "1,0", "level '0' is not a concurrency level"),
+        ({"min_sped_up": 1.0}, 3, "1", "unknown gate keys ['min_sped_up']"),
+    ],
+)  # fmt: skip
+def test_validate_cli_refuses_with_one_line(tmp_path, capsys, gates, k, levels, message):
+    f = tmp_path / "gates.json"
+    f.write_text(json.dumps(gates))
+    rc = gate.main(["--validate", str(f), "--num-speculative-tokens", str(k), "--levels", levels])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_validate_cli_accepts_and_summarises(tmp_path, capsys):
+    f = tmp_path / "gates.yml"
+    f.write_text("min_speed_up: {1: 0.8, 32: 1.2}\nper_position_floors: [0.6, 0.4, 0.3]\n")
+    argv = ["--validate", str(f), "--num-speculative-tokens", "3", "--levels", "1,8,32"]
+    assert gate.main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["min_speed_up"] == {"1": 0.8, "8": 1.0, "32": 1.2}
+    assert gate.main([*argv, "--waiver", "latency tier"]) == 0
+    assert "speed-up WAIVED (latency tier)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

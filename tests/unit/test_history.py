@@ -53,8 +53,12 @@ def test_history_regression_against_first_validated_run(tmp_path):
     regs = history.regressions(conn, worse, tolerance=0.1)
     assert {r.metric for r in regs} == {"mean_acceptance_length", "output_tokens_per_s"}
     assert "20.0% below" in next(r for r in regs if r.metric.startswith("mean")).message()
-    # Another release or node has its own reference.
-    assert history.regressions(conn, _result("n1", "r2", "2026-12-03T01:00:00Z", 1.5, 10)) == []
+    # Another release has its own first run, but is compared with the release it replaced
+    # (the latest validated run of r1 on n1 recorded: 100 tok/s); another node has neither.
+    regs = history.regressions(conn, _result("n1", "r2", "2026-12-03T01:00:00Z", 1.5, 10))
+    assert [(r.metric, r.reference) for r in regs] == [("output_tokens_per_s at c=1", 100.0)]
+    assert "below the previous release r1" in regs[0].message()
+    assert history.regressions(conn, _result("n1", "r2", "2026-12-03T01:00:00Z", 1.5, 95)) == []
     assert history.regressions(conn, _result("n2", "r1", "2026-12-03T01:00:00Z", 1.5, 10)) == []
     assert [r["release"] for r in history.runs(conn, node="n1")] == ["r1", "r1"]
 

@@ -56,3 +56,50 @@ def test_latest_passed_no_spec_run_of_the_node_and_model_is_the_baseline(tmp_pat
     missing = tmp_path / "none.sqlite"
     assert history.main(["baseline", "--db", str(missing), "--node", "n1", "--model", "m"]) == 1
     assert not missing.exists()  # a lookup never creates a history
+
+
+def _levels_run(node, release, started, levels, *, speculative=False, status="pass", **labels):
+    return {
+        "schema": "specdeploy.validation/1",
+        "run_id": f"{node}-{release}-{started}",
+        "node": node,
+        "release": release,
+        "started_at": started,
+        "status": status,
+        "served_model_name": "m",
+        "labels": labels,
+        "acceptance": {"status": "ok", "mode": "spec" if speculative else "no_spec_baseline"},
+        "speed": {
+            "speculative": speculative,
+            "levels": [{"concurrency": c, "output_tps": t} for c, t in levels.items()],
+        },
+    }
+
+
+def test_baseline_levels_match_node_model_parallel_and_hardware(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    conn = history.connect(db)
+    h200 = {"parallel": "tp=8,pp=1", "hardware": "NVIDIA H200"}
+    for run in (
+        _levels_run("n1", "a", "2026-12-01T00:00:00Z", {1: 500.0, 8: 1900.0, 32: 5200.0}, **h200),
+        _levels_run("n1", "b", "2026-12-02T00:00:00Z", {1: 520.0, 8: 1950.0}, **h200),
+        # Not a baseline: speculative, failed, other parallel sizes, other hardware.
+        _levels_run("n1", "s", "2026-12-03T00:00:00Z", {1: 900.0}, speculative=True, **h200),
+        _levels_run("n1", "f", "2026-12-04T00:00:00Z", {1: 9.0}, status="fail", **h200),
+        _levels_run("n1", "tp4", "2026-12-05T00:00:00Z", {1: 300.0},
+                    parallel="tp=4,pp=2", hardware="NVIDIA H200"),
+        _levels_run("n1", "h100", "2026-12-05T00:00:00Z", {1: 310.0},
+                    parallel="tp=8,pp=1", hardware="NVIDIA H100"),
+    ):  # fmt: skip
+        history.record(conn, run)
+    # The newest run that measured a level gives it: c=32 only the older run measured.
+    levels = history.baseline_levels(conn, "n1", "m", "tp=8,pp=1", "NVIDIA H200")
+    assert levels == {1: 520.0, 8: 1950.0, 32: 5200.0}
+    assert history.baseline_levels(db, "n1", "m", "tp=4,pp=2", "NVIDIA H200") == {1: 300.0}
+    assert history.baseline_levels(db, "n2", "m", "tp=8,pp=1", "NVIDIA H200") == {}
+    conn.close()
+    argv = ["baseline-levels", "--db", str(db), "--node", "n1", "--model", "m"]
+    assert history.main([*argv, "--parallel", "tp=8,pp=1", "--hardware", "NVIDIA H200"]) == 0
+    assert json.loads(capsys.readouterr().out)["levels"] == {"1": 520.0, "8": 1950.0, "32": 5200.0}
+    assert history.main([*argv, "--hardware", "AMD MI300X"]) == 1
+    assert "no no-spec run" in json.loads(capsys.readouterr().out)["reason"]

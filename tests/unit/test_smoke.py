@@ -78,6 +78,8 @@ def test_wrapper_table_and_json(tmp_path):
             "4",
             "--max-tokens",
             "32",
+            "--baseline-tps",
+            "100",
         ]
         p = subprocess.run(base, capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert p.returncode == 0, p.stdout + p.stderr
@@ -100,3 +102,28 @@ def test_wrapper_table_and_json(tmp_path):
             "duration_s",
             "reasons",
         }
+
+
+def test_check_baseline_and_speed_inputs_fail_with_exit_2(tmp_path, capsys):
+    """`check baseline` against nothing, and unusable baseline inputs: could not measure (2)."""
+    out = tmp_path / "b.json"
+    rc = check.main(
+        ["baseline", "--base-url", "http://127.0.0.1:9", "--served-model-name", "m",
+         "--levels", "1,8", "--out", str(out)]
+    )  # fmt: skip
+    assert rc == 2 and not out.exists()
+    assert "could not measure" in capsys.readouterr().err
+    rc = check.main(["baseline", "--base-url", "http://127.0.0.1:9", "--served-model-name", "m"])
+    assert rc == 2 and "--levels is required" in capsys.readouterr().err
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps({"schema": "specdeploy.throughput/1", "speculative": True,
+                    "levels": {"1": {"output_tps": 500.0}}})
+    )  # fmt: skip
+    base = ["all", "--base-url", "http://127.0.0.1:9", "--served-model-name", "m"]
+    assert check.main([*base, "--baseline-file", str(spec)]) == 2
+    assert "measured with speculation on; not a baseline" in capsys.readouterr().err
+    assert check.main([*base, "--baseline-tps", "1=fast"]) == 2
+    assert "LEVEL=TPS pairs" in capsys.readouterr().err
+    assert check.main([*base, "--levels", "1,1"]) == 2
+    assert "distinct integers" in capsys.readouterr().err

@@ -78,9 +78,13 @@ def nospec_server():
 
 
 def test_all_passes_and_figures_follow_the_profile(tmp_path, spec_server):
-    rc, res = run_check(tmp_path, spec_server, "all", *QUICK, "--repeats", "2")
+    rc, res = run_check(
+        tmp_path, spec_server, "all", *QUICK, "--repeats", "2", "--speed-up-waiver", "figures only"
+    )
     assert rc == 0, res["reasons"]
-    assert res["status"] == "pass" and res["schema"] == "specdeploy.validation/1"
+    # Without a baseline the speed-up gate can only be waived: WAIVED, never PASS.
+    assert res["status"] == "waived" and res["schema"] == "specdeploy.validation/1"
+    assert res["speed"]["status"] == "waived" and res["speed"]["waiver"] == "figures only"
     assert [s["name"] for s in res["smoke"]["stages"]] == [
         "port",
         "health",
@@ -113,7 +117,10 @@ def test_checker_agrees_with_standin_log_line(tmp_path):
     """The stand-in logs vLLM's SpecDecoding line per interval; over a run that fits in one
     interval its Accepted/Drafted equal the checker's deltas."""
     with Standin(profile={"log_stats_interval_s": 3.0}) as s:
-        rc, res = run_check(tmp_path, s, "acceptance", *QUICK, "--warmup", "0")
+        rc, res = run_check(
+            tmp_path, s, "acceptance", *QUICK, "--warmup", "0", "--no-per-kind",
+            "--speed-up-waiver", "acceptance only",
+        )  # fmt: skip
         assert rc == 0
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and "SpecDecoding metrics" not in s.log_text():
@@ -152,13 +159,18 @@ def test_gate_per_position_floor_fails(tmp_path, spec_server):
     assert st["mean_acceptance_length"] == "pass"
 
 
+# The speed tests below use profiles whose modelled speed-up is far from the gate (2.4x and
+# 0.34x against 1.0, decode at 400 tok/s so a request takes 0.07-0.5 s): HTTP and checker
+# overhead on a loaded machine (4 pytest sessions on 2 cores) moves the measured ratio by tens
+# of percent, not across the gate. The figures themselves are asserted on the stand-in's own
+# simulated clock in test_standin_timing.py.
+DENSE_FAST_DRAFTER = {"tokens_per_s": 400.0, "timing": {"n_experts": 0, "draft_s": 0.0001}}
+
+
 def test_speed_gate_passes_against_a_measured_baseline(tmp_path):
-    # Slow decoding (120 tok/s, ~0.5 s a request) so that the servers' simulated time, not the
-    # HTTP and checker overhead of a loaded machine, decides the ratio.
-    slow = {"tokens_per_s": 120.0}
     with (
-        Standin(profile=slow, spec_tokens=None) as nospec,
-        Standin(profile={**slow, "acceptance": [0.8, 0.65, 0.55]}, spec_tokens=3) as spec,
+        Standin(profile=DENSE_FAST_DRAFTER, spec_tokens=None) as nospec,
+        Standin(profile={**DENSE_FAST_DRAFTER, "acceptance": [0.8, 0.65, 0.55]}) as spec,
     ):
         rc, base = run_check(tmp_path, nospec, "acceptance", *QUICK, "--no-spec-baseline")
         assert rc == 0 and base["acceptance"]["mode"] == "no_spec_baseline"
@@ -169,19 +181,84 @@ def test_speed_gate_passes_against_a_measured_baseline(tmp_path):
         )
     assert rc == 0, res["reasons"]
     su = res["acceptance"]["speed_up"]
-    # mean length ~3 tokens per step at 1.25 step cost -> ~2.4x (overhead pulls it towards 1)
-    assert 1.4 < su["median"] < 3.2
     assert su["n"] == 3 and su["min"] <= su["median"] <= su["max"]
+    assert res["speed"]["status"] == "pass" and res["speed"]["baseline_source"] == str(bfile)
 
 
-def test_speed_gate_fails_when_speculation_is_slower(tmp_path, nospec_server):
-    rc, base = run_check(tmp_path, nospec_server, "acceptance", *QUICK, "--no-spec-baseline")
-    tps = base["acceptance"]["output_tokens_per_s"]["median"]
-    with Standin(profile={"acceptance": [0.2, 0.05, 0.01], "spec_step_cost": 2.0}) as slow:
+def test_speed_gate_fails_when_speculation_is_slower(tmp_path):
+    # The fitted MoE timing with a drafter that accepts little: 0.34x at c=1 (modelled).
+    with (
+        Standin(profile={"tokens_per_s": 400.0}, spec_tokens=None) as nospec,
+        Standin(profile={"tokens_per_s": 400.0, "acceptance": [0.2, 0.05, 0.01]}) as slow,
+    ):
+        rc, base = run_check(tmp_path, nospec, "acceptance", *QUICK, "--no-spec-baseline")
+        tps = base["acceptance"]["output_tokens_per_s"]["median"]
         rc, res = run_check(tmp_path, slow, "acceptance", *QUICK, "--baseline-tps", str(tps))
     assert rc == 1
     sp = next(c for c in res["gates"]["checks"] if c["name"] == "speed_up")
     assert sp["status"] == "fail" and sp["value"] < 1.0
+    assert res["speed"]["failed_levels"] == [1]
+
+
+def test_levels_faster_at_c1_slower_at_c16_fails_naming_c16(tmp_path):
+    """The deploy flow on the stand-in: `check baseline` of a server without speculation, then
+    `check all --levels` of the speculative one against it (modelled 1.53x at c=1, 0.65x at
+    c=16, profiles/fast-c1-slow-c16.json), and the canary against the replaced release."""
+    prof = json.loads((STANDIN.parent / "profiles" / "fast-c1-slow-c16.json").read_text())
+    prof.update(startup_delay_s=0.1, tokens_per_s=200.0)  # its own speed (harness: 4000)
+    levels = ["--levels", "1,16", "--min-window-s", "0.5", "--repeats", "1"]
+    with Standin(profile=prof, spec_tokens=None) as nospec:
+        bfile = tmp_path / "baseline.json"
+        rc = check.main(
+            ["baseline", "--base-url", nospec.base_url, "--served-model-name", "tiny-dsv3",
+             *levels, "--max-tokens", "32", "--out", str(bfile), "--release", "old",
+             "--label", "parallel=tp=8,pp=1", "--json"]
+        )  # fmt: skip
+    doc = json.loads(bfile.read_text())
+    assert rc == 0 and doc["schema"] == "specdeploy.throughput/1"
+    assert doc["speculative"] is False and sorted(doc["levels"]) == ["1", "16"]
+    assert doc["labels"] == {"parallel": "tp=8,pp=1"} and doc["release"] == "old"
+    lv16 = doc["levels"]["16"]
+    assert lv16["requests"] >= 32 and lv16["ttft_p99_s"] >= lv16["ttft_p50_s"] > 0
+    with Standin(profile=prof, spec_tokens=3) as spec:
+        rc, res = run_check(
+            tmp_path, spec, "all", *QUICK, *levels, "--baseline-file", str(bfile),
+            "--baseline-source", "serving-release", "--previous-file", str(bfile),
+        )  # fmt: skip
+    assert rc == 1
+    sp = res["speed"]
+    assert sp["status"] == "fail" and sp["failed_levels"] == [16]
+    assert "at c=16" in sp["message"] and "(baseline: serving-release)" in sp["message"]
+    assert [lv["status"] for lv in sp["levels"]] == ["pass", "fail"]
+    assert all(lv["itl_p50_s"] is not None for lv in sp["levels"])
+    assert any("at c=16" in r for r in res["reasons"])
+    assert res["previous"]["release"] == "old"
+    assert [lv["status"] for lv in res["previous"]["levels"]] == ["pass", "fail"]
+    assert any("vs previous release old at c=16" in r for r in res["reasons"])
+
+
+def test_streamed_chat_one_chunk_per_engine_step(spec_server):
+    body = {"model": "tiny-dsv3", "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 40, "stream": True, "stream_options": {"include_usage": True},
+            "temperature": 0}  # fmt: skip
+    req = urllib.request.Request(
+        spec_server.base_url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = [ln[6:] for ln in r.read().decode().splitlines() if ln.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[-1]["usage"]["completion_tokens"] == 40 and chunks[-1]["choices"] == []
+    pieces = [c["choices"][0]["delta"].get("content", "") for c in chunks[:-1]]
+    text = "".join(pieces)
+    assert len(text.split()) == 40
+    # Speculation: a step carries 1 + accepted tokens, so fewer content chunks than tokens.
+    content_chunks = [p for p in pieces if p]
+    assert len(content_chunks) < 40
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
 
 
 def test_speculation_off_is_a_clear_failure(tmp_path, nospec_server):
@@ -295,7 +372,9 @@ def test_api_key(tmp_path):
         assert rc == 1 and "HTTP 401" in res["smoke"]["stages"][2]["message"]
         kf = tmp_path / "key"
         kf.write_text("s3cret\n")
-        rc, res = run_check(tmp_path, s, "all", *QUICK, "--api-key-file", str(kf))
+        rc, res = run_check(
+            tmp_path, s, "all", *QUICK, "--api-key-file", str(kf), "--baseline-tps", "100"
+        )
         assert rc == 0, res["reasons"]
 
 
