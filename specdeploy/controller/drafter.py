@@ -1,9 +1,10 @@
 """EAGLE-3 drafter compatibility check: target config.json + drafter config.json + vLLM version.
 
     python -m specdeploy.controller.drafter --target DIR|config.json --drafter DIR|config.json \\
-        --vllm-version X [--manifest PATH] [--json]
+        --vllm-version X [--manifest PATH] [--require-provenance] [--json]
     (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline;
-    then no weights are inspected and a missing d2t is only a warning)
+    then no weights are inspected and a missing d2t is only a warning; with inline configs
+    --provenance-json TEXT gives the drafter's specdeploy-drafter.json, "" for none)
 
 Checks (what vLLM X will do with this pair, per the facts in patches/vllm/manifest.yml,
 which are read off each wheel):
@@ -18,7 +19,12 @@ which are read off each wheel):
 * auxiliary layers: the top-level ``eagle_aux_hidden_state_layer_ids`` is honoured; a list
   only inside ``eagle_config`` is ignored by versions that do not read it (the target then
   feeds its default layers (2, n//2, n-3), collapsing acceptance): reported with the fix;
-  every id must be inside 1..num_layers-1; the count must match the fc input (3).
+  every id must be inside 1..num_layers-1; the count must match the fc input (3);
+* provenance (``specdeploy-drafter.json`` next to the weights, written by the drafter
+  pipeline; see specdeploy.controller.drafter_provenance): the drafter is refused when the
+  target config hash, the auxiliary layer ids or the offset convention it was trained on
+  differ from what this node will serve; without the file a warning (published drafters
+  carry none), an error with --require-provenance.
 
 Exit: 0 no errors (warnings allowed), 1 at least one error, 2 usage/environment error.
 Node-side safe: stdlib + PyYAML.
@@ -35,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdeploy.controller import drafter_provenance as provenance
 from specdeploy.node.patches import Manifest, UsageError, version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
@@ -414,6 +421,73 @@ def _check_ids(
         res.add("info", "drafter.aux_layers", f"target layers {ids} feed the drafter")
 
 
+def check_provenance(
+    res: Result,
+    target_cfg: dict[str, Any],
+    prov_text: str | None,
+    require: bool = False,
+) -> None:
+    """Compare the drafter's provenance with what this node will serve (adds findings)."""
+    if prov_text is None or not prov_text.strip():
+        res.add(
+            "error" if require else "warning",
+            "provenance.missing",
+            f"the drafter has no {provenance.FILE_NAME}: nothing says which target, layers "
+            "and offset it was trained on"
+            + (
+                " (required by specdeploy_drafter_require_provenance)"
+                if require
+                else " (published drafters carry none; trained ones get it from make drafter)"
+            ),
+        )
+        return
+    try:
+        prov = provenance.parse(prov_text)
+    except provenance.ProvenanceError as exc:
+        res.add("error", "provenance.invalid", str(exc))
+        return
+    res.drafter["provenance"] = prov.as_dict()
+    want_sha = provenance.target_config_sha256(target_cfg)
+    if prov.target_config_sha256 != want_sha:
+        res.add(
+            "error",
+            "provenance.target_config_sha256",
+            f"provenance target_config_sha256 {prov.target_config_sha256[:12]} differs from the "
+            f"served target's config {want_sha[:12]}: the drafter was trained for another target"
+            + (f" ({prov.target_model})" if prov.target_model else ""),
+        )
+    served = res.aux_layers_served
+    if served is not None and list(prov.aux_layer_ids) != list(served):
+        res.add(
+            "error",
+            "provenance.aux_layer_ids",
+            f"provenance aux_layer_ids {prov.aux_layer_ids} differ from the layers vLLM "
+            f"{res.vllm_version} will feed this drafter {served}: acceptance collapses",
+        )
+    if prov.aux_offset != provenance.SERVED_OFFSET:
+        res.add(
+            "error",
+            "provenance.aux_offset",
+            f"provenance aux_offset {prov.aux_offset} differs from what vLLM feeds the drafter "
+            f"({provenance.SERVED_OFFSET}: the stream entering layer i)",
+        )
+    if prov.vllm_version != res.vllm_version:
+        res.add(
+            "warning",
+            "provenance.vllm_version",
+            f"trained on hidden states of vLLM {prov.vllm_version}, served by "
+            f"{res.vllm_version}: numerics may differ (layers and offset match)",
+        )
+    if not any(f.code.startswith("provenance.") and f.level == "error" for f in res.findings):
+        acc = prov.heldout.get("per_position_acceptance")
+        res.add(
+            "info",
+            "provenance",
+            f"trained for this target on layers {prov.aux_layer_ids} ({prov.aux_offset}) with "
+            f"{prov.trainer}" + (f"; held-out per-position acceptance {acc}" if acc else ""),
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m specdeploy.controller.drafter",
@@ -427,6 +501,19 @@ def main(argv: list[str] | None = None) -> int:
     drf.add_argument("--drafter", type=Path, help="drafter model dir or config.json")
     drf.add_argument("--drafter-config-json", help="the drafter's config.json content, inline")
     ap.add_argument("--vllm-version", required=True, help="the vLLM version that will serve")
+    ap.add_argument(
+        "--provenance-json",
+        help=f"the drafter's {provenance.FILE_NAME} content, inline ('' = the drafter has none); "
+        "default: read it from the --drafter directory",
+    )
+    ap.add_argument(
+        "--require-provenance",
+        nargs="?",
+        const="true",
+        default="false",
+        choices=["true", "false"],
+        help="true: a drafter without a provenance file is an error, not a warning",
+    )
     ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -442,6 +529,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             dcfg = parse_inline(args.drafter_config_json, "--drafter-config-json")
         res = check(tcfg, dcfg, args.vllm_version, manifest, ddir)
+        prov_text = args.provenance_json
+        if prov_text is None and ddir is not None:
+            pfile = ddir / provenance.FILE_NAME
+            prov_text = pfile.read_text(encoding="utf-8") if pfile.is_file() else None
+        if res.aux_layers_served is not None:
+            check_provenance(res, tcfg, prov_text, args.require_provenance == "true")
     except UsageError as exc:
         if args.json:
             print(json.dumps({"error": str(exc), "exit": 2}))

@@ -119,9 +119,15 @@ def record(conn: sqlite3.Connection, result: dict[str, Any]) -> int | None:
 
 
 def runs(
-    conn: sqlite3.Connection, node: str | None = None, release: str | None = None
+    conn: sqlite3.Connection,
+    node: str | None = None,
+    release: str | None = None,
+    *,
+    with_result: bool = False,
 ) -> list[dict[str, Any]]:
-    q = f"SELECT {', '.join(COLUMNS)} FROM runs"
+    """Recorded runs, oldest first; ``with_result`` adds each run's whole result (``result``)."""
+    cols = [*COLUMNS, "result_json"] if with_result else list(COLUMNS)
+    q = f"SELECT {', '.join(cols)} FROM runs"
     where, args = [], []
     if node:
         where.append("node = ?")
@@ -136,6 +142,8 @@ def runs(
     for r in conn.execute(q, args):
         d = dict(r)
         d["per_position"] = json.loads(d["per_position"]) if d["per_position"] else None
+        if with_result:
+            d["result"] = json.loads(d.pop("result_json"))
         out.append(d)
     return out
 
@@ -312,6 +320,13 @@ def regressions(
     ref = first_validated(conn, v["node"], v["release"])
     if ref is None or ref["run_id"] == v["run_id"]:
         return out
+    return out + compare(v, ref, tolerance)
+
+
+def compare(v: dict[str, Any], ref: dict[str, Any], tolerance: float) -> list[Regression]:
+    """The metrics of run ``v`` more than ``tolerance`` (relative) below reference run ``ref``
+    (both history rows)."""
+    out: list[Regression] = []
     for metric, col in (
         ("mean_acceptance_length", "mean_acceptance_length"),
         ("output_tokens_per_s", "output_tps"),

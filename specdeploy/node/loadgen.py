@@ -204,9 +204,12 @@ def _one_repeat(
     next_prompt: Iterator[list[dict]],
     send: Callable[[list[dict]], _Request],
     min_window_s: float,
+    min_requests: int | None = None,
 ) -> tuple[list[_Request], float]:
-    """``c`` workers until the window and the request minimum are both reached."""
-    min_requests = max(MIN_REQUESTS_PER_REPEAT, 2 * c)
+    """``c`` workers until the window and the request minimum (default max(8, 2c)) are both
+    reached."""
+    if min_requests is None:
+        min_requests = max(MIN_REQUESTS_PER_REPEAT, 2 * c)
     lock = threading.Lock()
     issued = [0]
     done: list[_Request] = []
@@ -260,10 +263,14 @@ def measure_levels(
     timeout_s: float = 120.0,
     ignore_eos: bool = True,
     warmup_requests: int = 1,
+    warmup_per_level: bool = False,
 ) -> list[LevelResult]:
     """Measure every level in order; see the module docstring for what is measured.
 
-    ``warmup_requests`` requests (not counted) go out once before the first level.
+    ``warmup_requests`` requests (not counted) go out once before the first level;
+    ``warmup_per_level`` adds one unmeasured round of ``c`` concurrent requests before each
+    level (on the H200 MoE recording the first repeat at a new concurrency was often much
+    slower than the next two: docs/speedup-gpu.md).
     Raises :class:`ValueError` for bad arguments and :class:`LoadgenError` when a request fails.
     """
     if endpoint not in ENDPOINTS:
@@ -297,6 +304,8 @@ def measure_levels(
         send(next(cycle))
     results = []
     for c in levels:
+        if warmup_per_level:
+            _one_repeat(c, cycle, send, 0.0, min_requests=c)
         tps: list[float] = []
         reqs: list[_Request] = []
         wall_total = 0.0
@@ -410,6 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--min-window-s", type=float, default=5.0)
     ap.add_argument("--timeout-s", type=float, default=120.0)
     ap.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS")
+    ap.add_argument(
+        "--warmup-per-level", action="store_true", help="one unmeasured round before each level"
+    )
     ap.add_argument("--api-key-env", help="name of the environment variable holding the key")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return ap
@@ -463,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
             api_key=api_key,
             timeout_s=a.timeout_s,
             ignore_eos=not a.no_ignore_eos,
+            warmup_per_level=a.warmup_per_level,
         )
     except LoadgenError as e:
         print(f"loadgen: {e}", file=sys.stderr)

@@ -164,6 +164,14 @@ def test_chat_levels_count_requests_tokens_and_repeats() -> None:
     assert len(srv.bodies) == 1 + 24 + 24
 
 
+def test_warmup_per_level_sends_one_unmeasured_round_of_c_before_each_level() -> None:
+    with FakeServer() as srv:
+        rows = measure(srv, [2, 4], repeats=1, warmup_per_level=True)
+    measured = sum(r.requests for r in rows)
+    assert [r.requests for r in rows] == [8, 8]
+    assert len(srv.bodies) == 1 + 2 + 4 + measured
+
+
 def test_workers_keep_exactly_c_requests_in_flight() -> None:
     with FakeServer(first_delay_s=0.1) as srv:
         measure(srv, [4], repeats=1)

@@ -48,6 +48,7 @@ def test_reads_models_current_release_and_free_space_without_changing_anything(t
         "path": str(model),
         "exists": True,
         "content": '{"model_type": "deepseek_v3"}',
+        "provenance": None,
     }
     assert out["model_configs"][1]["exists"] is False
     assert out["current"]["islnk"] is True and out["current"]["target"] == "0.16.0-abc"

@@ -47,7 +47,9 @@ options:
 
 RETURN = r"""
 model_configs:
-  description: One entry per model_dirs item, in order (path, exists, content).
+  description: >-
+    One entry per model_dirs item, in order (path, exists, content, and provenance: the
+    directory's specdeploy-drafter.json text or null).
   type: list
   returned: always
 free_kb:
@@ -84,13 +86,26 @@ PLATFORM_SCRIPT = (
 )
 
 
-def read_config(directory: str) -> dict:
-    path = os.path.join(directory, "config.json")
+# Written next to a drafter's weights by the drafter pipeline (what it was trained on).
+PROVENANCE_FILE = "specdeploy-drafter.json"
+
+
+def read_text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8") as handle:
-            return {"path": directory, "exists": True, "content": handle.read()}
+            return handle.read()
     except FileNotFoundError:
-        return {"path": directory, "exists": False, "content": ""}
+        return None
+
+
+def read_config(directory: str) -> dict:
+    content = read_text(os.path.join(directory, "config.json"))
+    return {
+        "path": directory,
+        "exists": content is not None,
+        "content": content or "",
+        "provenance": read_text(os.path.join(directory, PROVENANCE_FILE)),
+    }
 
 
 def free_kb(root: str) -> int:
