@@ -170,3 +170,32 @@ def test_bad_input_is_one_line(capsys, argv, message):
     assert advisor.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_against_the_toolkits_own_gpu_run():
+    """The fresh recording of the toolkit's unit and load generator on the H200
+    (tests/fixtures/vllm-0.20.2-moe): per-position acceptance from each run's /metrics text as
+    `make advise` reads it, throughput per level from its sweep; each deployed k predicts the
+    other k's measured speed-ups."""
+    moe = ROOT / "tests" / "fixtures" / "vllm-0.20.2-moe"
+    runs = json.loads((moe / "results.json").read_text())["runs"]
+
+    def tps(tag: str) -> dict[int, float]:
+        return {lv["concurrency"]: lv["output_tps"] for lv in runs[tag]["sweep"]["levels"]}
+
+    nospec = tps("nospec")
+    spec = {k: tps(f"spec-k{k}") for k in (1, 3, 5)}
+    errors = []
+    for deployed in (1, 3, 5):
+        rates = advisor.rates_from_metrics(str(moe / "runs" / f"spec-k{deployed}" / "metrics.txt"),
+                                           "moe-dsv3")  # fmt: skip
+        assert len(rates) == deployed
+        adv = advisor.advise(rates, spec[deployed], nospec, n_experts=64, top_k=8, k_max=5)
+        assert adv.recommended(1) == 0  # speculation never pays at c=1 on this target
+        for k in (1, 3, 5):
+            if k != deployed:
+                errors += [
+                    abs(math.log(adv.levels[c][k - 1].speed_up / (spec[k][c] / nospec[c])))
+                    for c in nospec
+                ]
+    assert statistics.mean(errors) < 0.15 and max(errors) < 0.45
