@@ -313,10 +313,14 @@ def regressions(
     conn: sqlite3.Connection,
     result: dict[str, Any],
     tolerance: float = 0.1,
-    previous_tolerance: float = 0.05,
+    previous_tolerance: float | None = None,
 ) -> list[Regression]:
     """Compare ``result`` with its release's first validated run on the same node, and its
-    output tokens/s per level with the previous release's latest validated run."""
+    output tokens/s per level with the previous release's latest validated run (runs apart in
+    time: ``previous_tolerance`` defaults to ``tolerance``; the deploy's back-to-back canary
+    comparison has its own gate, max_regression_vs_previous)."""
+    if previous_tolerance is None:
+        previous_tolerance = tolerance
     v = row_values(result)
     out: list[Regression] = []
     prev = previous_release_run(conn, result)

@@ -128,9 +128,9 @@ def test_html_with_history(results, tmp_path):
     )
     assert rc == 0
     page = h.read_text()
-    # bars: newest per node + this run; 3 history plots; the per-level speed chart (the check
-    # writes a `speed` section since issue 19, one level without --levels)
-    assert page.count("<svg") == 6
+    # bars: newest per node + this run; 3 history plots; the per-level speed of the run (check
+    # results carry a "speed" section since issue 19)
+    assert page.count("<svg") == 6 and "Speed per concurrency level" in page
     assert "Per-position acceptance rate" in page and "position 2" in page
     assert "Mean acceptance length per run" in page
     assert "SpecDecoding metrics: Mean acceptance length:" in page
