@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,13 @@ def _describe(spec: dict[str, Any]) -> str:
     return f"{kind}{choices}: {spec.get('description', '').strip()}".rstrip(": ")
 
 
+def _wrapped(text: str, first: str, rest: str) -> list[str]:
+    """Comment lines of at most 100 columns (yamllint's limit is 140; the file's style 100)."""
+    return textwrap.wrap(
+        text, width=100, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
+    )
+
+
 def render(repo: Path) -> tuple[str, list[str]]:
     """(the generated section, every knob name in it)."""
     out = [BEGIN]
@@ -124,14 +132,14 @@ def render(repo: Path) -> tuple[str, list[str]]:
             if knob.gap:
                 out.append("#")
             if spec and not any("#" in line for line in knob.lines):
-                out.append(f"# ({_describe(spec)})")
+                out += _wrapped(f"({_describe(spec)})", "# ", "#  ")
             out += [line if line.startswith("#") else f"# {line}" for line in knob.lines]
         unset = [n for n in specs if n not in {k.name for k in knobs} and not n.startswith("_")]
         if unset:
             out.append(f"# Set by the playbooks that run {role.name} (no inventory default):")
             for name in unset:
                 names.append(name)
-                out.append(f"#   {name}: {_describe(specs[name])}")
+                out += _wrapped(f"{name}: {_describe(specs[name])}", "#   ", "#     ")
     out += ["", END]
     return "\n".join(out) + "\n", names
 
