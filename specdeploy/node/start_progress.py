@@ -158,7 +158,10 @@ def read_state(
         "elapsed_s": round(now - began, 1),
         "ready": phase == "ready",
         "unit": "active" if journal_file is not None else unit_state(unit),
-        "events": [{"phase": e.phase, "at": e.at, "message": e.message} for e in events],
+        "events": [
+            {"phase": e.phase, "title": engine_log.PHASE_TITLES[e.phase], "at": e.at}
+            for e in events
+        ],
         "window": engine_log.downtime_window(events),
         "engine": engine,
     }

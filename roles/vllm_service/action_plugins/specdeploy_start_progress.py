@@ -26,19 +26,25 @@ display = Display()
 
 
 def describe(host: str, state: dict) -> str:
+    """One progress line: the phase (weights with percentage), time in, ETA or the window."""
     percent = f" {state['percent']}%" if state.get("percent") is not None else ""
-    line = f"{host}: {state['title']}{percent} ({state['elapsed_s']} s in"
     if state.get("ready"):
-        window = state.get("window") or {}
-        return f"{line}; downtime window {window.get('window_s', '?')} s)"
+        window = (state.get("window") or {}).get("window_s", "?")
+        head = f"{host}: ready after a downtime window of {window} s"
+    else:
+        head = f"{host}: {state['title']}{percent} ({state['elapsed_s']} s in"
     if state.get("eta_s") is None:
-        return f"{line}; no ETA: no earlier start recorded on this node)"
-    if state["eta_s"] >= 0:
-        return f"{line}; ETA {state['eta_s']:.0f} s from {state['starts']} earlier start(s))"
-    return (
-        f"{line}; {-state['eta_s']:.0f} s past the usual {state['expected_s']:.0f} s"
-        f" of {state['starts']} earlier start(s))"
-    )
+        tail = "no ETA: no earlier start recorded on this node"
+    elif state.get("ready"):
+        tail = f"the usual {state['expected_s']:.0f} s from {state['starts']} earlier start(s)"
+    elif state["eta_s"] >= 0:
+        tail = f"ETA {state['eta_s']:.0f} s from {state['starts']} earlier start(s)"
+    else:
+        tail = (
+            f"{-state['eta_s']:.0f} s past the usual {state['expected_s']:.0f} s"
+            f" of {state['starts']} earlier start(s)"
+        )
+    return f"{head} ({tail})" if state.get("ready") else f"{head}; {tail})"
 
 
 class ActionModule(ActionBase):
@@ -65,7 +71,7 @@ class ActionModule(ActionBase):
         wait_s = float(args.get("wait_s", 20))
         host = task_vars.get("inventory_hostname", "?") if task_vars else "?"
         deadline = time.monotonic() + timeout_s
-        known, state, polls = "", None, 0
+        known, state, polls, shown = "", None, 0, set()
         while True:
             left = deadline - time.monotonic()
             argv = [
@@ -82,7 +88,15 @@ class ActionModule(ActionBase):
                     + (res.get("stderr") or res.get("stdout") or "").strip()[-300:]
                 )
             state = json.loads(res["stdout"].strip().splitlines()[-1])
+            # Phases that opened and closed between two reads get their line too.
+            events = state.get("events") or []
+            for event in events[:-1]:
+                if event["phase"] not in shown:
+                    shown.add(event["phase"])
+                    began = event["at"] - events[0]["at"]
+                    display.display(f"{host}: {event['title']} ({began:.1f} s in)")
             if state["key"] != known:
+                shown.add(state["phase"])
                 display.display(describe(host, state))
                 known = state["key"]
             if state["ready"] or state["ended"] or time.monotonic() >= deadline:
