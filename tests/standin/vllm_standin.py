@@ -1280,6 +1280,14 @@ def serve(args: argparse.Namespace) -> int:
         f"Model loading took 0.29 GiB memory and {weights_s:.6f} seconds",
         proc="EngineCore",
     )
+    cache = os.environ.get("VLLM_CACHE_ROOT", "/tmp/vllm-cache")
+    log(
+        "INFO",
+        "backends.py:1069",
+        f"Using cache directory: {cache}/torch_compile_cache/standin/rank_0_0/backbone"
+        " for vLLM's torch.compile",
+        proc="EngineCore",
+    )
     time.sleep(compile_s)
     log(
         "INFO",
