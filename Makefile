@@ -18,21 +18,25 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # tests/testbed (sandbox, bench, demo): test tooling, importable as `testbed`, never in a release
 export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
 PLAYBOOK    := $(BIN)/ansible-playbook
-# Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes).
-APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc
+# Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes; promtool,
+# node_exporter and a headless chromium for the monitoring and report tests).
+APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
+                prometheus prometheus-node-exporter chromium
 
-.PHONY: help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule \
+.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(VENV)/.stamp: requirements.lock
+$(VENV)/.stamp: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	# The toolkit itself, editable: its commands (spec-check, gpu-doctor, ...) land in $(BIN).
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
-.apt-stamp:
+.apt-stamp: Makefile
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then echo "apt: installing $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
@@ -49,7 +53,7 @@ lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check a
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: setup lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
+test: setup drafter-venv lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
 	$(BIN)/python tests/run_groups.py -- $(PYTEST_ARGS)
 
 test-faults: setup ## the fault-injection suite alone (part of make test; its groups in parallel)
@@ -58,14 +62,27 @@ test-faults: setup ## the fault-injection suite alone (part of make test; its gr
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m testbed.demo
 
-sandbox-up: setup ## boot NODES=N sandbox GPU nodes (systemd-nspawn) and write inventory/sandbox
-	$(BIN)/python -m testbed.sandbox up --nodes $(NODES)
+sandbox-up: setup ## boot NODES=N sandbox GPU nodes, write inventory/sandbox, stage the test models
+	@hosts=$$($(BIN)/python -m testbed.sandbox up --nodes $(NODES)); \
+	$(PLAYBOOK) -i "$$hosts" tests/playbooks/stage-models.yml >/dev/null; \
+	echo "sandbox ready (models staged): make deploy INVENTORY=$$(dirname "$${hosts#$(CURDIR)/}")"
 
 sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, mount or address
 	$(BIN)/python -m testbed.sandbox down
 
 deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) deploy.yml $(EXTRA)
+
+DRAFTER_CONFIG ?= $(INVENTORY)/drafter-pipeline.yml
+drafter: $(VENV)/.stamp ## train the EAGLE-3 drafter for the served target (DRAFTER_CONFIG=; resumable)
+	$(BIN)/python -m specdeploy.controller.drafter_pipeline run --config $(DRAFTER_CONFIG)
+
+DRAFTER_VENV := $(CACHE)/venvs/drafter-torch
+drafter-venv: $(DRAFTER_VENV)/.stamp ## CPU torch for the drafter pipeline's training tests (tests/unit/test_drafter_training.py)
+$(DRAFTER_VENV)/.stamp: requirements-drafter-cpu.txt
+	$(PYTHON) -m venv $(DRAFTER_VENV)
+	$(DRAFTER_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-drafter-cpu.txt
+	touch $@
 
 preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)
@@ -87,6 +104,9 @@ clear-caches: $(VENV)/.stamp ## remove the compile caches of the current release
 
 schedule: $(VENV)/.stamp ## install the validation timer on the controller (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/schedule.yml $(EXTRA)
+
+monitoring: $(VENV)/.stamp ## Prometheus targets + alert rules, Grafana dashboard (roles/monitoring; INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/monitoring.yml $(EXTRA)
 
 unschedule: $(VENV)/.stamp ## remove the validation timer (history and reports stay)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/unschedule.yml $(EXTRA)

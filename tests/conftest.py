@@ -1,6 +1,6 @@
 """Shared pytest fixtures.
 
-`sandbox`: session-scoped factory of sandbox GPU nodes (tests/testbed/sandbox.py). In a test:
+`sandbox`: session-scoped factory of sandbox GPU nodes (tests/testbed/sandbox/). In a test:
 
     def test_x(sandbox):
         cluster = sandbox(2)                # node1, node2 running (others may run too)

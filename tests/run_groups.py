@@ -1,12 +1,15 @@
 """Run the test suite as independent pytest sessions, a few at a time (`make test` uses this).
 
 Each integration module gets a session of its own, so it gets its own sandbox instance
-(127.0.k.1N, see tests/testbed/sandbox.py) and starts from fresh nodes: no state leaks between
+(127.0.k.1N, see tests/testbed/sandbox/) and starts from fresh nodes: no state leaks between
 modules, and the sessions' waits (server start, readiness polls) overlap. The fault-injection
 suite is split into groups (tests/integration/faults/test_faults_<group>.py), a session each;
 together they render docs/faults.md. `--only PREFIX` runs some sessions (make test-faults).
 Logs go to build/test-logs/; the slowest tests of each session are printed with its summary.
-Exit code: 0 when every session passed, 1 otherwise.
+Ctrl-C or SIGTERM stops every running session (each gets SIGTERM, which its sandbox Session
+turns into a clean stop of its nodes; a session that does not end in STOP_GRACE_S is killed
+and the nodes of its instance are stopped here). `--session NAME=PATH` runs only the given
+sessions. Exit code: 0 when every session passed, 1 otherwise, 2 interrupted.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +52,54 @@ ESTIMATE_S = {
     "test_deploy_support": 1,  # helpers only, no tests
 }
 DURATIONS = LOGS / "durations.json"
+STOP_GRACE_S = 120  # a session's own teardown (stopping its sandbox nodes) may take this long
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM on this runner."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def stop_sessions(running: dict[str, tuple[subprocess.Popen[bytes], float, Path]]) -> None:
+    """SIGTERM to every session; kill what outlives the grace; stop the nodes it left."""
+    for name, (proc, _began, _log) in running.items():
+        if proc.poll() is None:
+            print(f"tests: stopping {name} (pid {proc.pid})", flush=True)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    killed: set[int] = set()
+    for name, (proc, _began, _log) in running.items():
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"tests: {name} did not stop in {STOP_GRACE_S} s: killed", flush=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            killed.add(proc.pid)
+    if killed:
+        stop_nodes_of(killed)
+
+
+def stop_nodes_of(pids: set[int]) -> None:
+    """Stop the sandbox nodes of the instances these (killed) sessions owned."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from testbed import sandbox
+
+    for index in sandbox.instances_in_use():
+        with sandbox.as_instance(index):
+            try:
+                owner = json.loads((sandbox.state_dir() / "session.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if int(owner.get("pid", 0)) in pids:
+                print(f"tests: stopping the nodes of sandbox instance {index}", flush=True)
+                for problem in sandbox.down():
+                    print(f"tests: {problem}", flush=True)
 
 
 def sessions() -> list[tuple[str, list[str]]]:
@@ -72,10 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", default="", help="only sessions whose name starts with this (e.g. test_faults)"
     )
+    parser.add_argument(
+        "--session",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="run this session instead of the suite's (repeatable)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="passed to every session")
     args = parser.parse_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
-    pending = [s for s in sessions() if s[0].startswith(args.only)]
+    chosen = [(n, [p]) for n, _, p in (s.partition("=") for s in args.session)]
+    pending = [s for s in chosen or sessions() if s[0].startswith(args.only)]
     for name, _ in pending:
         # docs/faults.md is rendered from the groups' files: a group that runs now starts
         # without its old rows (a case that fails now shows as not observed, not as before)
@@ -85,12 +145,43 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, tuple[int, float, str]] = {}
     start = time.monotonic()
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args]
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run_sessions(pending, running, results, pytest, args.jobs)
+    except Interrupted as why:
+        print(f"\ntests: interrupted ({why}): stopping {len(running)} session(s)", flush=True)
+        for s in previous:  # a second Ctrl-C must not cut the sessions' own teardown short
+            signal.signal(s, signal.SIG_IGN)
+        stop_sessions(running)
+        print("tests: interrupted; every session stopped", flush=True)
+        return 2
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return report(results, start)
+
+
+def run_sessions(
+    pending: list[tuple[str, list[str]]],
+    running: dict[str, tuple[subprocess.Popen[bytes], float, Path]],
+    results: dict[str, tuple[int, float, str]],
+    pytest: list[str],
+    jobs: int,
+) -> None:
     while pending or running:
-        while pending and len(running) < args.jobs:
+        while pending and len(running) < jobs:
             name, paths = pending.pop(0)
             log = LOGS / f"{name}.log"
             handle = log.open("wb")
-            proc = subprocess.Popen([*pytest, *paths], cwd=REPO, stdout=handle, stderr=handle)
+            # Its own process group: a Ctrl-C in the terminal reaches this runner only, which
+            # then stops each session once and waits for its teardown.
+            proc = subprocess.Popen(
+                [*pytest, *paths],
+                cwd=REPO,
+                stdout=handle,
+                stderr=handle,
+                start_new_session=True,
+            )
             running[name] = (proc, time.monotonic(), log)
             print(f"tests: started {name}", flush=True)
         time.sleep(1)
@@ -103,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             summary = match.group(1) if match else f"exit {proc.returncode}"
             results[name] = (proc.returncode, time.monotonic() - began, text)
             print(f"tests: {name}: {summary} ({time.monotonic() - began:.0f} s)", flush=True)
+
+
+def report(results: dict[str, tuple[int, float, str]], start: float) -> int:
     measured: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):
         measured = json.loads(DURATIONS.read_text())

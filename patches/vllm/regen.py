@@ -35,6 +35,9 @@ from specdeploy.controller import wheels  # noqa: E402
 from specdeploy.node import speckeys  # noqa: E402
 from specdeploy.node.patches import series_sha256, sha256_bytes  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+import speculators_fit  # noqa: E402
+
 PATCH_VERSIONS = ["0.15.1", "0.16.0", "0.17.0", "0.17.1"]
 NATIVE_VERSIONS = ["0.18.0", "0.18.1", "0.20.2", "0.34.0"]
 NATIVE_FROM = "0.18.0"
@@ -428,18 +431,28 @@ def diff_u(old: str, new: str, path: str) -> str:
     return proc.stdout
 
 
-def torch_pin(version: str) -> str | None:
-    meta = None
+def wheel_metadata(version: str) -> str:
     from zipfile import ZipFile
 
     with ZipFile(wheels.fetch_wheel(version)) as zf:
         for n in zf.namelist():
             if n.endswith(".dist-info/METADATA"):
-                meta = zf.read(n).decode()
-    if meta is None:
-        return None
-    m = re.search(r"^Requires-Dist: torch ?==\s*([0-9][^\s;,]*)", meta, re.M)
+                return zf.read(n).decode()
+    return ""
+
+
+def torch_pin(version: str) -> str | None:
+    m = re.search(r"^Requires-Dist: torch ?==\s*([0-9][^\s;,]*)", wheel_metadata(version), re.M)
     return m.group(1) if m else None
+
+
+def drafter_training(version: str) -> dict[str, object]:
+    """Which speculators fits (patches/vllm/speculators_fit.py), from the wheel's pins."""
+    m = re.search(r"^Requires-Dist: transformers ?([^;\n]*)", wheel_metadata(version), re.M)
+    has_extract = '"extract_hidden_states"' in wheels.read_member(version, SPEC).decode()
+    return speculators_fit.fit(
+        version, torch_pin(version), m.group(1).strip() if m else "", has_extract
+    )
 
 
 class _IndentedDumper(yaml.SafeDumper):
@@ -509,6 +522,7 @@ def build() -> dict[str, bytes]:
             "speculative_config_keys": keys["keys"],
             "speculative_config_internal_keys": keys["internal"],
             "drafter": speckeys.drafter_facts_from_wheel(v),
+            "drafter_training": drafter_training(v),
         }
     for v in NATIVE_VERSIONS:
         keys = speckeys.extract_fields(wheels.read_member(v, SPEC).decode())
@@ -518,6 +532,7 @@ def build() -> dict[str, bytes]:
             "speculative_config_keys": keys["keys"],
             "speculative_config_internal_keys": keys["internal"],
             "drafter": speckeys.drafter_facts_from_wheel(v),
+            "drafter_training": drafter_training(v),
         }
     manifest = {
         "schema": 1,
@@ -545,6 +560,10 @@ def build() -> dict[str, bytes]:
         "#   isinstance assert and llama_eagle3.py of that wheel): loadable EAGLE-3 drafter\n"
         "#   architectures, the fixed aux-layer count (fc input = 3 x target hidden) or null,\n"
         "#   and whether eagle_config.eagle_aux_hidden_state_layer_ids is read at all.\n"
+        "# drafter_training: for the drafter pipeline: whether the wheel has the\n"
+        "#   extract_hidden_states method (then the pipeline extracts through it, else through\n"
+        "#   the EAGLE-3 proposer hook) and which speculators releases fit, with the layer\n"
+        "#   convention their data generation captures (patches/vllm/speculators_fit.py).\n"
     )
     body = yaml.dump(
         manifest, Dumper=_IndentedDumper, sort_keys=False, default_flow_style=False, width=100

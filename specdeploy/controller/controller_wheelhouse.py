@@ -16,15 +16,14 @@ Exit codes: 0 ok, 2 usage error or download failed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from specdeploy.controller import wheelhouse
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write, sha256_file
 
 # pip download names every wheel it resolved, new or already in the directory, in these lines.
 PIP_WHEEL_LINE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")
@@ -33,14 +32,6 @@ PIP_WHEEL_LINE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<pa
 def fill_key(vllm_version: str, dependencies: bool, python: str, machine: str, glibc: str) -> str:
     deps = "deps" if dependencies else "nodeps"
     return f"vllm-{vllm_version}-{deps}-cp{python}-{machine}-glibc{glibc}"
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_record(record: Path, directory: Path) -> dict[str, str] | None:
@@ -108,12 +99,10 @@ def fill(
     names |= pip_download(directory, [f"vllm=={vllm_version}"], platform, deps=dependencies)
     if not any(name.lower().startswith(f"vllm-{vllm_version}-") for name in names):
         raise RuntimeError(f"pip download resolved no vllm-{vllm_version} wheel ({sorted(names)})")
-    wheels = {name: sha256(directory / name) for name in sorted(names)}
+    wheels = {name: sha256_file(directory / name) for name in sorted(names)}
     sizes = {name: (directory / name).stat().st_size for name in wheels}
-    record.parent.mkdir(exist_ok=True)
-    temporary = record.with_suffix(".tmp")
-    temporary.write_text(json.dumps({"wheels": wheels, "sizes": sizes}, indent=1) + "\n")
-    os.replace(temporary, record)  # the record appears only once every wheel is in place
+    # The record appears only once every wheel is in place.
+    atomic_write(record, json.dumps({"wheels": wheels, "sizes": sizes}, indent=1) + "\n")
     return {"changed": True, "dir": str(directory), "record": key, "wheels": wheels}
 
 

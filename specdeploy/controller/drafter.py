@@ -1,9 +1,11 @@
 """EAGLE-3 drafter compatibility check: target config.json + drafter config.json + vLLM version.
 
     python -m specdeploy.controller.drafter --target DIR|config.json --drafter DIR|config.json \\
-        --vllm-version X [--manifest PATH] [--json]
-    (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline;
-    then no weights are inspected and a missing d2t is only a warning)
+        --vllm-version X [--manifest PATH] [--require-provenance] [--json]
+    (or --target-config-json TEXT / --drafter-config-json TEXT: the files' content inline, with
+    --drafter-weights-json TEXT: the drafter's tensors as the node probe read them from the
+    safetensors headers, without weights to read an unconfirmed d2t is only a warning; and
+    --provenance-json TEXT gives the drafter's specdeploy-drafter.json, "" for none)
 
 Checks (what vLLM X will do with this pair, per the facts in patches/vllm/manifest.yml,
 which are read off each wheel):
@@ -18,7 +20,12 @@ which are read off each wheel):
 * auxiliary layers: the top-level ``eagle_aux_hidden_state_layer_ids`` is honoured; a list
   only inside ``eagle_config`` is ignored by versions that do not read it (the target then
   feeds its default layers (2, n//2, n-3), collapsing acceptance): reported with the fix;
-  every id must be inside 1..num_layers-1; the count must match the fc input (3).
+  every id must be inside 1..num_layers-1; the count must match the fc input (3);
+* provenance (``specdeploy-drafter.json`` next to the weights, written by the drafter
+  pipeline; see specdeploy.controller.drafter_provenance): the drafter is refused when the
+  target config hash, the auxiliary layer ids or the offset convention it was trained on
+  differ from what this node will serve; without the file a warning (published drafters
+  carry none), an error with --require-provenance.
 
 Exit: 0 no errors (warnings allowed), 1 at least one error, 2 usage/environment error.
 Node-side safe: stdlib + PyYAML.
@@ -28,14 +35,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 import sys
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node.patches import Manifest, UsageError, version_key
+from specdeploy.controller import drafter_provenance as provenance
+from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
+from specdeploy.node.patches import Manifest, UsageError
+from specdeploy.node.versions import version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
 MLA_STYLE = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
@@ -91,17 +99,20 @@ class Result:
 # --------------------------------------------------------------------------- inputs
 
 
-def load_config(path: Path) -> tuple[dict[str, Any], Path]:
+def load_config(path: Path, flag: str = "") -> tuple[dict[str, Any], Path]:
     """(config dict, model dir) from a model directory or a config.json path."""
     p = path / "config.json" if path.is_dir() else path
+    where = f"{flag} {p}".strip()
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise UsageError(f"config not found: {p}") from exc
+        raise UsageError(f"{where}: config not found") from exc
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{p}: not valid JSON: {exc}") from exc
+        raise UsageError(f"{where}: not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise UsageError(f"{p}: not a JSON object")
+        raise UsageError(f"{where}: not a JSON object")
     return data, p.parent
 
 
@@ -119,51 +130,6 @@ def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """The language-model part: ``text_config`` for multimodal wrappers (Kimi-K2.5)."""
     tc = cfg.get("text_config")
     return tc if isinstance(tc, dict) else cfg
-
-
-def weight_names(model_dir: Path) -> tuple[dict[str, list[int] | None] | None, str]:
-    """{tensor name: shape or None} from the checkpoint, and where it came from.
-
-    Reads the safetensors index, the safetensors headers (stdlib: 8-byte length + JSON) or,
-    for a torch zip checkpoint, the tensor names in its pickle (no shapes). None: no weights.
-    """
-    idx = model_dir / "model.safetensors.index.json"
-    if idx.is_file():
-        wm = json.loads(idx.read_text()).get("weight_map", {})
-        names: dict[str, list[int] | None] = dict.fromkeys(wm, None)
-        for shard in sorted(set(wm.values())):
-            hdr = _safetensors_header(model_dir / shard)
-            for k, v in (hdr or {}).items():
-                if k != "__metadata__":
-                    names[k] = list(v.get("shape", []))
-        return names, idx.name
-    files = sorted(model_dir.glob("*.safetensors"))
-    if files:
-        out: dict[str, list[int] | None] = {}
-        for f in files:
-            for k, v in (_safetensors_header(f) or {}).items():
-                if k != "__metadata__":
-                    out[k] = list(v.get("shape", []))
-        return out, ", ".join(f.name for f in files)
-    for f in sorted(model_dir.glob("*.bin")):
-        if zipfile.is_zipfile(f):
-            with zipfile.ZipFile(f) as zf:
-                pkl = next((n for n in zf.namelist() if n.endswith("data.pkl")), None)
-                raw = zf.read(pkl) if pkl else b""
-            found = {n: None for n in ("d2t", "t2d", "fc.weight") if n.encode() in raw}
-            return found, f.name + " (tensor names from its pickle)"
-    return None, ""
-
-
-def _safetensors_header(path: Path) -> dict[str, Any] | None:
-    try:
-        with path.open("rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > 100_000_000:
-                return None
-            return json.loads(f.read(n))
-    except (OSError, struct.error, json.JSONDecodeError):
-        return None
 
 
 # --------------------------------------------------------------------------- facts
@@ -195,7 +161,11 @@ def check(
     version: str,
     manifest: Manifest,
     drafter_dir: Path | None = None,
+    drafter_weights: dict[str, Any] | None = None,
 ) -> Result:
+    """``drafter_weights``: what the preflight's probe read of the drafter's weights on the node
+    ({"tensors": {name: shape}, "where": str}, specdeploy_weights.drafter_tensors); else the
+    weights are read from ``drafter_dir`` when given."""
     res = Result(version)
     facts = drafter_facts(manifest, version, res)
     tc = text_config(target_cfg)
@@ -296,7 +266,12 @@ def check(
                 f"draft_vocab_size {dv} > target vocab {t_vocab}",
             )
         elif dv < t_vocab:
-            weights, where = weight_names(drafter_dir) if drafter_dir else (None, "")
+            if drafter_weights is not None:
+                weights, where = drafter_weights.get("tensors"), str(drafter_weights.get("where"))
+            elif drafter_dir is not None:
+                weights, where = tensor_shapes(drafter_dir)
+            else:
+                weights, where = None, ""
             if weights is None:
                 res.add(
                     "warning",
@@ -414,9 +389,76 @@ def _check_ids(
         res.add("info", "drafter.aux_layers", f"target layers {ids} feed the drafter")
 
 
+def check_provenance(
+    res: Result,
+    target_cfg: dict[str, Any],
+    prov_text: str | None,
+    require: bool = False,
+) -> None:
+    """Compare the drafter's provenance with what this node will serve (adds findings)."""
+    if prov_text is None or not prov_text.strip():
+        res.add(
+            "error" if require else "warning",
+            "provenance.missing",
+            f"the drafter has no {provenance.FILE_NAME}: nothing says which target, layers "
+            "and offset it was trained on"
+            + (
+                " (required by specdeploy_drafter_require_provenance)"
+                if require
+                else " (published drafters carry none; trained ones get it from make drafter)"
+            ),
+        )
+        return
+    try:
+        prov = provenance.parse(prov_text)
+    except provenance.ProvenanceError as exc:
+        res.add("error", "provenance.invalid", str(exc))
+        return
+    res.drafter["provenance"] = prov.as_dict()
+    want_sha = provenance.target_config_sha256(target_cfg)
+    if prov.target_config_sha256 != want_sha:
+        res.add(
+            "error",
+            "provenance.target_config_sha256",
+            f"provenance target_config_sha256 {prov.target_config_sha256[:12]} differs from the "
+            f"served target's config {want_sha[:12]}: the drafter was trained for another target"
+            + (f" ({prov.target_model})" if prov.target_model else ""),
+        )
+    served = res.aux_layers_served
+    if served is not None and list(prov.aux_layer_ids) != list(served):
+        res.add(
+            "error",
+            "provenance.aux_layer_ids",
+            f"provenance aux_layer_ids {prov.aux_layer_ids} differ from the layers vLLM "
+            f"{res.vllm_version} will feed this drafter {served}: acceptance collapses",
+        )
+    if prov.aux_offset != provenance.SERVED_OFFSET:
+        res.add(
+            "error",
+            "provenance.aux_offset",
+            f"provenance aux_offset {prov.aux_offset} differs from what vLLM feeds the drafter "
+            f"({provenance.SERVED_OFFSET}: the stream entering layer i)",
+        )
+    if prov.vllm_version != res.vllm_version:
+        res.add(
+            "warning",
+            "provenance.vllm_version",
+            f"trained on hidden states of vLLM {prov.vllm_version}, served by "
+            f"{res.vllm_version}: numerics may differ (layers and offset match)",
+        )
+    if not any(f.code.startswith("provenance.") and f.level == "error" for f in res.findings):
+        acc = prov.heldout.get("per_position_acceptance")
+        res.add(
+            "info",
+            "provenance",
+            f"trained for this target on layers {prov.aux_layer_ids} ({prov.aux_offset}) with "
+            f"{prov.trainer}" + (f"; held-out per-position acceptance {acc}" if acc else ""),
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.controller.drafter",
+        prog="drafter-check",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -426,27 +468,53 @@ def main(argv: list[str] | None = None) -> int:
     drf = ap.add_mutually_exclusive_group(required=True)
     drf.add_argument("--drafter", type=Path, help="drafter model dir or config.json")
     drf.add_argument("--drafter-config-json", help="the drafter's config.json content, inline")
+    ap.add_argument(
+        "--drafter-weights-json",
+        help='the drafter\'s tensors read on the node: {"tensors": {name: shape}, "where": str}',
+    )
     ap.add_argument("--vllm-version", required=True, help="the vLLM version that will serve")
+    ap.add_argument(
+        "--provenance-json",
+        help=f"the drafter's {provenance.FILE_NAME} content, inline ('' = the drafter has none); "
+        "default: read it from the --drafter directory",
+    )
+    ap.add_argument(
+        "--require-provenance",
+        nargs="?",
+        const="true",
+        default="false",
+        choices=["true", "false"],
+        help="true: a drafter without a provenance file is an error, not a warning",
+    )
     ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
         manifest = Manifest.load(args.manifest)
         if args.target is not None:
-            tcfg, _ = load_config(args.target)
+            tcfg, _ = load_config(args.target, "--target")
         else:
             tcfg = parse_inline(args.target_config_json, "--target-config-json")
         ddir: Path | None = None
         if args.drafter is not None:
-            dcfg, ddir = load_config(args.drafter)
+            dcfg, ddir = load_config(args.drafter, "--drafter")
         else:
             dcfg = parse_inline(args.drafter_config_json, "--drafter-config-json")
-        res = check(tcfg, dcfg, args.vllm_version, manifest, ddir)
+        weights = None  # null: the probe found no weights to read
+        if args.drafter_weights_json and args.drafter_weights_json.strip() != "null":
+            weights = parse_inline(args.drafter_weights_json, "--drafter-weights-json")
+        res = check(tcfg, dcfg, args.vllm_version, manifest, ddir, weights)
+        prov_text = args.provenance_json
+        if prov_text is None and ddir is not None:
+            pfile = ddir / provenance.FILE_NAME
+            prov_text = pfile.read_text(encoding="utf-8") if pfile.is_file() else None
+        if res.aux_layers_served is not None:
+            check_provenance(res, tcfg, prov_text, args.require_provenance == "true")
     except UsageError as exc:
         if args.json:
             print(json.dumps({"error": str(exc), "exit": 2}))
         else:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"drafter-check: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(res.as_dict(), indent=2) if args.json else res.text())
     return 0 if res.ok else 1

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specdeploy.node import cli
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -57,12 +59,33 @@ COLUMNS = (
 )  # fmt: skip
 
 
+class HistoryError(Exception):
+    """The history file cannot be used (not a database, unreadable); names the file."""
+
+
+class _Connection(sqlite3.Connection):
+    """Every query error is a HistoryError naming the file (a broken history is a usage
+    error of the tool that reads it, exit 2, never a traceback)."""
+
+    path = ""
+
+    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().execute(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise HistoryError(f"{self.path}: {exc}") from exc
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(p), timeout=30)
-    conn.row_factory = sqlite3.Row
-    conn.executescript(SCHEMA)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(p), timeout=30, factory=_Connection)
+        conn.path = str(p)  # type: ignore[attr-defined]
+        conn.row_factory = sqlite3.Row
+        conn.executescript(SCHEMA)
+    except (sqlite3.Error, OSError) as exc:
+        raise HistoryError(f"{p}: {cli.reason(exc)}") from exc
     return conn
 
 
@@ -111,9 +134,15 @@ def record(conn: sqlite3.Connection, result: dict[str, Any]) -> int | None:
 
 
 def runs(
-    conn: sqlite3.Connection, node: str | None = None, release: str | None = None
+    conn: sqlite3.Connection,
+    node: str | None = None,
+    release: str | None = None,
+    *,
+    with_result: bool = False,
 ) -> list[dict[str, Any]]:
-    q = f"SELECT {', '.join(COLUMNS)} FROM runs"
+    """Recorded runs, oldest first; ``with_result`` adds each run's whole result (``result``)."""
+    cols = [*COLUMNS, "result_json"] if with_result else list(COLUMNS)
+    q = f"SELECT {', '.join(cols)} FROM runs"
     where, args = [], []
     if node:
         where.append("node = ?")
@@ -128,6 +157,8 @@ def runs(
     for r in conn.execute(q, args):
         d = dict(r)
         d["per_position"] = json.loads(d["per_position"]) if d["per_position"] else None
+        if with_result:
+            d["result"] = json.loads(d.pop("result_json"))
         out.append(d)
     return out
 
@@ -204,6 +235,12 @@ def regressions(
     ref = first_validated(conn, v["node"], v["release"])
     if ref is None or ref["run_id"] == v["run_id"]:
         return []
+    return compare(v, ref, tolerance)
+
+
+def compare(v: dict[str, Any], ref: dict[str, Any], tolerance: float) -> list[Regression]:
+    """The metrics of run ``v`` more than ``tolerance`` (relative) below reference run ``ref``
+    (both history rows)."""
     out: list[Regression] = []
     for metric, col in (
         ("mean_acceptance_length", "mean_acceptance_length"),
@@ -237,7 +274,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"spec-history: error: no history at {args.db}", file=sys.stderr)
         return 2
-    conn = connect(args.db)
+    try:
+        conn = connect(args.db)
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
     try:
         if args.cmd == "baseline":
             base = latest_baseline(conn, args.node, args.model)
@@ -257,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         for row in runs(conn, args.node, args.release):
             print(json.dumps(row))
         return 0
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
     finally:
         conn.close()
 

@@ -3,14 +3,18 @@
 Usage::
 
     spec-report RESULT.json|DIR ... [--history DB] [--record] [--regression-tolerance 0.1]
-        [--junit FILE] [--prom FILE] [--html FILE] [--json FILE] [--quiet]
+        [--junit FILE] [--prom FILE]... [--html FILE] [--json FILE] [--quiet]
 
 * a human table on stdout (one line per node);
 * ``--junit``: JUnit XML, one testsuite per result, one testcase per smoke stage / gate;
-* ``--prom``: Prometheus textfile for node_exporter's textfile collector (written atomically),
-  gauges labelled ``node``, ``release``, ``model``;
-* ``--html``: a self-contained HTML report with inline SVG plots (per-position acceptance;
-  with ``--history``, the history of mean acceptance length and output tokens/s per release);
+* ``--prom`` (repeatable): Prometheus textfile for node_exporter's textfile collector (written
+  atomically): the newest result per node, release and model (labels ``node``, ``release``,
+  ``model``; per level also ``concurrency``), and per node its newest validation of all
+  (``specdeploy_last_validation_*``), so no two samples share a label set;
+* ``--html``: a self-contained HTML report with inline SVG plots (no scripts): the fleet
+  headline, per-level speed (serving-before vs new vs baseline) when results have it,
+  per-position acceptance for every run, and over time (with ``--history``: every recorded
+  run) mean acceptance length, output tokens/s and speed-up, failed and regressed runs marked;
 * ``--history DB`` + ``--record``: store the results in the SQLite history and check each
   against its release's first validated run (``--regression-tolerance``, relative).
 
@@ -21,20 +25,19 @@ when a result regressed; 2 for unreadable input.
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import math
-import os
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specdeploy.controller import history
+from specdeploy.controller import history, plots
+from specdeploy.node import cli
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 SCHEMA_PREFIX = "specdeploy.validation/"
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
 
 
 def load_results(paths: list[str]) -> list[dict[str, Any]]:
@@ -46,7 +49,10 @@ def load_results(paths: list[str]) -> list[dict[str, Any]]:
         files += [(f, False) for f in sorted(pp.glob("*.json"))] if pp.is_dir() else [(pp, True)]
     out = []
     for f, named in files:
-        d = json.loads(f.read_text(encoding="utf-8"))
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{f}: not JSON ({exc})") from exc
         if not isinstance(d, dict) or not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
             if not named:
                 continue
@@ -182,320 +188,537 @@ def _esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _when(r: dict[str, Any]) -> str:
+    """Sort key of a result in time: when it finished (else started); ISO strings sort."""
+    return str(r.get("finished_at") or r.get("started_at") or "")
+
+
+def _epoch(r: dict[str, Any]) -> float | None:
+    import datetime as _dt
+
+    try:
+        ts = _dt.datetime.fromisoformat(_when(r).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return ts.timestamp() if ts.tzinfo else None
+
+
+def latest_per_series(results: list[dict[str, Any]]) -> list[int]:
+    """Indexes of the newest result per (node, release, model): a textfile holds one sample
+    per label set, so older runs of the same release on the same node are left out (node_exporter
+    rejects the whole file otherwise: "collected before with the same name and label values")."""
+    newest: dict[tuple[str, str, str], int] = {}
+    for i, r in enumerate(results):
+        key = (
+            str(r.get("node")),
+            str(r.get("release") or "unknown"),
+            str(r.get("served_model_name") or ""),
+        )
+        if key not in newest or _when(results[newest[key]]) <= _when(r):
+            newest[key] = i
+    return sorted(newest.values())
+
+
+class _Textfile:
+    """Gauges by name; refuses a second sample with the same name and labels."""
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, tuple[str, dict[str, str]]] = {}
+
+    def add(self, name: str, help_: str, labels: dict[str, str], value: float | None) -> None:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return
+        lab = ",".join(f'{k}="{_esc(str(v))}"' for k, v in sorted(labels.items()))
+        samples = self.metrics.setdefault(name, (help_, {}))[1]
+        if lab in samples:
+            raise ValueError(f"textfile: two samples of {name}{{{lab}}}")
+        samples[lab] = f"{name}{{{lab}}} {float(value)!r}"
+
+    def text(self) -> str:
+        lines = []
+        for name in sorted(self.metrics):
+            help_, samples = self.metrics[name]
+            lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", *samples.values()]
+        return "\n".join(lines) + "\n"
+
+
 def prom_textfile(
     results: list[dict[str, Any]], regress: dict[int, list[history.Regression]] | None = None
 ) -> str:
-    metrics: dict[str, tuple[str, list[str]]] = {}
-
-    def add(name: str, help_: str, labels: dict[str, str], value: float | None) -> None:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return
-        lab = ",".join(f'{k}="{_esc(str(v))}"' for k, v in labels.items())
-        metrics.setdefault(name, (help_, []))[1].append(f"{name}{{{lab}}} {float(value)!r}")
-
-    import datetime as _dt
-
-    for i, r in enumerate(results):
+    """node_exporter textfile: the newest result per (node, release, model) with those labels
+    (``specdeploy_validation_*``, acceptance, speed per concurrency level), and per node the
+    newest result of all (``specdeploy_last_validation_*``, labelled with its release) for
+    alerts that ask "is this node's latest validation passing and fresh"."""
+    tf = _Textfile()
+    for i in latest_per_series(results):
+        r = results[i]
         base = {
             "node": str(r.get("node")),
             "release": str(r.get("release") or "unknown"),
             "model": str(r.get("served_model_name") or ""),
         }
         a = _acc(r)
-        add(
-            "specdeploy_validation_passed",
-            "1 if the last validation passed, else 0",
-            base,
-            1.0 if r.get("status") == "pass" else 0.0,
-        )
-        add(
+        passed = 1.0 if r.get("status") == "pass" else 0.0
+        tf.add("specdeploy_validation_passed", "1 if the validation passed, else 0", base, passed)
+        tf.add(
             "specdeploy_validation_exit_code",
-            "Exit code of the last validation (0/1/2)",
+            "Exit code of the validation (0/1/2)",
             base,
             float(r.get("exit_code", 2)),
         )
-        try:
-            ts = _dt.datetime.fromisoformat(str(r.get("finished_at")).replace("Z", "+00:00"))
-            add(
-                "specdeploy_validation_timestamp_seconds",
-                "When the validation finished",
-                base,
-                ts.timestamp(),
-            )
-        except ValueError:
-            pass
+        tf.add(
+            "specdeploy_validation_timestamp_seconds",
+            "When the validation finished",
+            base,
+            _epoch(r),
+        )
         sm = r.get("smoke")
         if isinstance(sm, dict):
             for s in sm.get("stages", []):
-                add(
+                tf.add(
                     "specdeploy_smoke_stage_ok",
                     "1 if the smoke stage passed",
                     base | {"stage": s["name"]},
                     1.0 if s.get("ok") else 0.0,
                 )
-        add(
+        tf.add(
             "specdeploy_mean_acceptance_length",
             "1 + accepted / drafts over the run",
             base,
             a.get("mean_acceptance_length"),
         )
-        add(
+        tf.add(
             "specdeploy_draft_acceptance_rate",
             "accepted / draft tokens over the run",
             base,
             a.get("draft_acceptance_rate"),
         )
         for pos, v in enumerate(a.get("per_position_acceptance") or []):
-            add(
+            tf.add(
                 "specdeploy_position_acceptance_rate",
                 "accepted at position / drafts",
                 base | {"position": str(pos)},
                 v,
             )
-        add(
+        tf.add(
             "specdeploy_output_tokens_per_second",
             "Median output tokens/s of the workload",
             base,
             _med(a.get("output_tokens_per_s")),
         )
-        add(
+        tf.add(
             "specdeploy_accepted_tokens_per_second",
             "Median accepted draft tokens/s",
             base,
             _med(a.get("accepted_tokens_per_s")),
         )
-        add(
+        tf.add(
             "specdeploy_speed_up",
             "Median output tokens/s over the no-speculation baseline",
             base,
             _med(a.get("speed_up")),
         )
+        for lvl in _speed_levels(r):
+            at = base | {"concurrency": str(lvl["concurrency"])}
+            tf.add(
+                "specdeploy_level_output_tokens_per_second",
+                "Output tokens/s at a concurrency level",
+                at,
+                _num(lvl.get("output_tps")),
+            )
+            tf.add(
+                "specdeploy_level_baseline_tokens_per_second",
+                "No-speculation output tokens/s at a concurrency level",
+                at,
+                _num(lvl.get("baseline_tps")),
+            )
+            tf.add(
+                "specdeploy_level_speed_up",
+                "Output tokens/s over the no-speculation baseline at a concurrency level",
+                at,
+                _num(lvl.get("speed_up")),
+            )
         if regress is not None:
-            add(
+            tf.add(
                 "specdeploy_regression",
                 "1 if below the release's first validated run",
                 base,
                 1.0 if regress.get(i) else 0.0,
             )
-    lines = []
-    for name in sorted(metrics):
-        help_, samples = metrics[name]
-        lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", *samples]
-    return "\n".join(lines) + "\n"
+    last: dict[str, dict[str, Any]] = {}
+    for r in results:
+        node = str(r.get("node"))
+        if node not in last or _when(last[node]) <= _when(r):
+            last[node] = r
+    for node, r in sorted(last.items()):
+        lab = {"node": node, "release": str(r.get("release") or "unknown")}
+        tf.add(
+            "specdeploy_last_validation_passed",
+            "1 if the node's newest validation passed, else 0",
+            lab,
+            1.0 if r.get("status") == "pass" else 0.0,
+        )
+        tf.add(
+            "specdeploy_last_validation_exit_code",
+            "Exit code of the node's newest validation (0 pass, 1 failed, 2 not measured)",
+            lab,
+            float(r.get("exit_code", 2)),
+        )
+        tf.add(
+            "specdeploy_last_validation_timestamp_seconds",
+            "When the node's newest validation finished",
+            lab,
+            _epoch(r),
+        )
+    return tf.text()
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-# --------------------------------------------------------------------------- SVG plots
-
-
-def svg_bars(
-    groups: list[tuple[str, list[float]]],
-    title: str,
-    floors: list[float] | None = None,
-    width: int = 640,
-    height: int = 260,
-) -> str:
-    """Grouped bars: one group per position, one bar per series, y in [0, 1]."""
-    npos = max((len(v) for _, v in groups), default=0)
-    per_row = 3
-    legend_rows = max(1, (len(groups) + per_row - 1) // per_row)
-    height += 16 * (legend_rows - 1)
-    ml, mr, mt, mb = 46, 12, 28, 28 + 16 * legend_rows
-    pw, ph = width - ml - mr, height - mt - mb
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{html.escape(title)}" font-family="sans-serif" '
-        'font-size="11">',
-        f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">'
-        f"{html.escape(title)}</text>",
+def _speed_levels(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-concurrency speed results (speed-contract "speed" key), when present."""
+    sp = r.get("speed")
+    levels = sp.get("levels") if isinstance(sp, dict) else None
+    return [
+        lv for lv in levels or [] if isinstance(lv, dict) and isinstance(lv.get("concurrency"), int)
     ]
-    for i in range(6):
-        y = mt + ph - ph * i / 5
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
-            f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{i / 5:.1f}</text>'
-        )
-    if npos == 0:
-        out.append(
-            f'<text x="{width / 2}" y="{mt + ph / 2}" text-anchor="middle">no data</text></svg>'
-        )
-        return "".join(out)
-    gw = pw / npos
-    bw = gw * 0.8 / max(1, len(groups))
-    for p in range(npos):
-        x0 = ml + p * gw + gw * 0.1
-        for s, (label, vals) in enumerate(groups):
-            if p >= len(vals):
-                continue
-            v = max(0.0, min(1.0, vals[p]))
-            h = ph * v
-            out.append(
-                f'<rect x="{x0 + s * bw:.1f}" y="{mt + ph - h:.1f}" width="{bw - 1:.1f}" '
-                f'height="{h:.1f}" fill="{PALETTE[s % len(PALETTE)]}">'
-                f"<title>{html.escape(label)} position {p}: {vals[p]:.3f}</title></rect>"
-            )
-            if bw > 22:
-                out.append(
-                    f'<text x="{x0 + s * bw + bw / 2:.1f}" y="{mt + ph - h - 3:.1f}" '
-                    f'text-anchor="middle" font-size="9">{vals[p]:.2f}</text>'
-                )
-        if floors and p < len(floors) and floors[p] is not None:
-            y = mt + ph - ph * floors[p]
-            out.append(
-                f'<line x1="{ml + p * gw:.1f}" x2="{ml + (p + 1) * gw:.1f}" y1="{y:.1f}" '
-                f'y2="{y:.1f}" stroke="#000" stroke-dasharray="4 3"><title>floor '
-                f"{floors[p]:.3f}</title></line>"
-            )
-        out.append(
-            f'<text x="{ml + p * gw + gw / 2:.1f}" y="{mt + ph + 14}" '
-            f'text-anchor="middle">position {p}</text>'
-        )
-    for s, (label, _) in enumerate(groups):
-        x = ml + (s % per_row) * 200
-        y = mt + ph + 24 + 16 * (s // per_row)
-        out.append(
-            f'<rect x="{x}" y="{y}" width="10" height="10" '
-            f'fill="{PALETTE[s % len(PALETTE)]}"/><text x="{x + 14}" y="{y + 9}">'
-            f"{html.escape(label[:30])}</text>"
-        )
-    out.append("</svg>")
-    return "".join(out)
 
 
-def svg_history(
-    points: list[dict[str, Any]],
-    key: str,
-    title: str,
-    ylabel: str,
-    width: int = 560,
-    height: int = 260,
-    all_releases: list[str] | None = None,
-    labels: dict[str, str] | None = None,
-    ref: tuple[float, str] | None = None,
-) -> str:
-    """Chronological points (dicts with node, release, started_at, key); dots coloured by
-    release (``all_releases`` fixes the colours across plots; ``labels`` adds a note to a
-    release in the legend), one line per node; ``ref`` = (value, label): a dashed line."""
-    pts = [p for p in points if isinstance(p.get(key), (int, float))]
-    ml, mr, mt, mb = 70, 12, 28, 58
-    pw, ph = width - ml - mr, height - mt - mb
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{html.escape(title)}" font-family="sans-serif" '
-        'font-size="11">',
-        f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">'
-        f"{html.escape(title)}</text>",
-        f'<text x="12" y="{mt + ph / 2}" transform="rotate(-90 12 {mt + ph / 2})" '
-        f'text-anchor="middle">{html.escape(ylabel)}</text>',
-    ]
-    if not pts:
-        out.append(
-            f'<text x="{width / 2}" y="{mt + ph / 2}" text-anchor="middle">no history</text></svg>'
-        )
-        return "".join(out)
-    vals = [float(p[key]) for p in pts] + ([ref[0]] if ref else [])
-    lo, hi = min(vals), max(vals)
-    if hi - lo < 0.1 * max(abs(hi), 1e-9):  # a flat series: show +/-10% around it
-        mid = (hi + lo) / 2
-        lo, hi = mid - 0.1 * max(abs(mid), 0.1), mid + 0.1 * max(abs(mid), 0.1)
-    lo = min(lo, 0.0) if lo > 0 and lo < (hi - lo) else lo
-    n = len(pts)
+# --------------------------------------------------------------------------- HTML
 
-    def xy(i: int, v: float) -> tuple[float, float]:
-        x = ml + (pw * (i + 0.5) / n)
-        y = mt + ph - ph * (v - lo) / (hi - lo)
-        return x, y
 
-    for i in range(5):
-        v = lo + (hi - lo) * i / 4
-        y = mt + ph - ph * i / 4
-        tick = f"{v:.0f}" if hi - lo >= 20 else (f"{v:.2f}" if hi - lo >= 0.2 else f"{v:.3f}")
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
-            f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}</text>'
+@dataclass
+class RunView:
+    """One run as the report shows it (from the history, or from a result of this report)."""
+
+    node: str
+    release: str
+    started_at: str
+    t: float | None
+    mode: str
+    concurrency: str
+    k: str
+    outcome: str  # pass | failed | regressed | error
+    mal: float | None
+    tps: float | None
+    speed_up: float | None
+    per_position: list[float]
+    reasons: list[str]
+    result: dict[str, Any]
+
+    @property
+    def when(self) -> str:
+        return plots.fmt_time(self.t) if self.t is not None else self.started_at or "-"
+
+    def label(self, what: str = "", value: float | None = None) -> str:
+        v = "" if value is None else f": {what} {value:.3g}"
+        return (
+            f"{self.when} UTC {self.node} {self.release} mode={self.mode} c={self.concurrency} "
+            f"k={self.k}{v} ({self.outcome.upper()})"
         )
-    if ref is not None:
-        yr = mt + ph - ph * (ref[0] - lo) / (hi - lo)
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{yr:.1f}" y2="{yr:.1f}" stroke="#000" '
-            f'stroke-dasharray="5 3"/><text x="{ml + pw - 4}" y="{yr - 4:.1f}" '
-            f'text-anchor="end">{html.escape(ref[1])}</text>'
-        )
-    releases = list(dict.fromkeys(str(p.get("release")) for p in pts))
-    order = list(dict.fromkeys([*(all_releases or []), *releases]))
-    colour = {r: PALETTE[order.index(r) % len(PALETTE)] for r in releases}
-    nodes = list(dict.fromkeys(str(p.get("node")) for p in pts))
-    for node in nodes:
-        seq = [xy(i, float(p[key])) for i, p in enumerate(pts) if str(p.get("node")) == node]
-        if len(seq) > 1:
-            d = " ".join(f"{x:.1f},{y:.1f}" for x, y in seq)
-            out.append(f'<polyline points="{d}" fill="none" stroke="#999" stroke-width="1"/>')
-    for i, p in enumerate(pts):
-        x, y = xy(i, float(p[key]))
-        c = colour[str(p.get("release"))]
-        ok = p.get("status") == "pass"
-        out.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{c if ok else "#fff"}" '
-            f'stroke="{c}" stroke-width="2"><title>{html.escape(str(p.get("node")))} '
-            f"{html.escape(str(p.get('release')))} {html.escape(str(p.get('started_at')))}"
-            f": {float(p[key]):.3f} ({html.escape(str(p.get('status')))})</title>"
-            "</circle>"
-        )
-    first, last = str(pts[0].get("started_at", ""))[:16], str(pts[-1].get("started_at", ""))[:16]
-    out.append(
-        f'<text x="{ml}" y="{mt + ph + 14}">{html.escape(first)}</text>'
-        f'<text x="{ml + pw}" y="{mt + ph + 14}" text-anchor="end">'
-        f"{html.escape(last)}</text>"
+
+
+def _mode(r: dict[str, Any]) -> str:
+    a = _acc(r)
+    if a.get("mode") == "no_spec_baseline":
+        return "no-spec baseline"
+    return {"spec": "spec", None: str(r.get("mode") or "-")}.get(a.get("mode"), str(a.get("mode")))
+
+
+def _concurrency(r: dict[str, Any]) -> str:
+    levels = [str(lv["concurrency"]) for lv in _speed_levels(r)]
+    if levels:
+        return "/".join(levels)
+    c = _acc(r).get("concurrency") or (r.get("labels") or {}).get("concurrency")
+    return str(c) if c else "-"
+
+
+def _k(r: dict[str, Any]) -> str:
+    a = _acc(r)
+    pp = a.get("per_position_acceptance") or a.get("accepted_per_position")
+    return str(len(pp)) if pp else "-"
+
+
+def run_view(r: dict[str, Any], regressed: bool) -> RunView:
+    a = _acc(r)
+    status = str(r.get("status", "error"))
+    outcome = {"fail": "failed", "error": "error"}.get(status, "regressed" if regressed else "pass")
+    return RunView(
+        node=str(r.get("node")),
+        release=str(r.get("release") or "-"),
+        started_at=str(r.get("started_at") or ""),
+        t=plots.parse_time(r.get("started_at")),
+        mode=_mode(r),
+        concurrency=_concurrency(r),
+        k=_k(r),
+        outcome=outcome,
+        mal=_num(a.get("mean_acceptance_length")),
+        tps=_med(a.get("output_tokens_per_s")),
+        speed_up=_med(a.get("speed_up")),
+        per_position=list(a.get("per_position_acceptance") or []),
+        reasons=list(r.get("reasons") or []),
+        result=r,
     )
-    x = ml
-    for rel in releases[:6]:
-        text = rel[:16] + (f" ({labels[rel]})" if labels and rel in labels else "")
-        out.append(
-            f'<circle cx="{x + 5}" cy="{height - 12}" r="4" '
-            f'fill="{colour[rel]}"/><text x="{x + 13}" y="{height - 8}">'
-            f"{html.escape(text)}</text>"
+
+
+def history_views(hist: list[dict[str, Any]], tolerance: float) -> list[RunView]:
+    """History rows (oldest first, with their results) as runs; a passed run counts as
+    regressed against its release's first validated run on the node (history.compare)."""
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    out = []
+    for row in hist:
+        key = (row["node"], row["release"])
+        ref = first.get(key)
+        reg = history.compare(row, ref, tolerance) if ref else []
+        view = run_view(row.get("result") or row, bool(reg))
+        view.reasons += [g.message() for g in reg]
+        out.append(view)
+        if ref is None and row["status"] == "pass" and row["acceptance_status"] == "ok":
+            first[key] = row
+    return out
+
+
+def _colours(views: list[RunView]) -> dict[str, str]:
+    releases = list(dict.fromkeys(v.release for v in sorted(views, key=lambda v: v.t or 0)))
+    return {r: plots.PALETTE[i % len(plots.PALETTE)] for i, r in enumerate(releases)}
+
+
+def history_plots(views: list[RunView]) -> list[str]:
+    timed = [v for v in views if v.t is not None]
+    colours = _colours(timed)
+
+    def pts(attr: str, what: str) -> list[plots.Point]:
+        return [
+            plots.Point(v.t, val, v.release, v.node, v.outcome, v.label(what, val))
+            for v in timed
+            if v.t is not None and (val := getattr(v, attr)) is not None
+        ]
+
+    return [
+        plots.time_plot(
+            pts("mal", "mean acceptance length"),
+            "Mean acceptance length per run",
+            "tokens per step",
+            y_min=1.0,
+            refs=[(1.0, "1 = no accepted drafts")],
+            colours=colours,
+        ),
+        plots.time_plot(
+            pts("tps", "output tok/s"),
+            "Output tokens/s per run (median over repeats)",
+            "tokens/s",
+            y_min=0.0,
+            colours=colours,
+        ),
+        plots.time_plot(
+            pts("speed_up", "speed-up"),
+            "Speed-up vs no speculation (median)",
+            "x",
+            around=1.0,
+            refs=[(1.0, "1.0 = as fast as no speculation")],
+            colours=colours,
+        ),
+    ]
+
+
+def _floors(r: dict[str, Any], k: int) -> list[float | None] | None:
+    fl = ((r.get("gates") or {}).get("thresholds") or {}).get("per_position_floors")
+    if not isinstance(fl, dict) or not fl:
+        return None
+    return [fl.get(str(i)) for i in range(k)]
+
+
+def position_plots(views: list[RunView]) -> tuple[str, list[dict[str, Any]]]:
+    """The newest run per node and release side by side, and one chart per run (newest first)."""
+    newest: dict[tuple[str, str], RunView] = {}
+    for v in views:
+        if v.per_position:
+            newest[(v.node, v.release)] = v
+    latest = sorted(newest.values(), key=lambda v: (v.node, v.t or 0))
+    k = max((len(v.per_position) for v in latest), default=0)
+    overview = plots.bar_chart(
+        [f"position {i}" for i in range(k)],
+        [(f"{v.node} {v.release} ({v.when})", v.per_position) for v in latest],
+        "Per-position acceptance (accepted_i / drafts), newest run per node and release",
+        y_max=1.0,
+        floors=_floors(latest[-1].result, k) if latest else None,
+    )
+    per_run = []
+    for v in sorted((v for v in views if v.per_position), key=lambda v: -(v.t or 0)):
+        n = len(v.per_position)
+        per_run.append(
+            {
+                "label": v.label(),
+                "outcome": v.outcome,
+                "svg": plots.bar_chart(
+                    [f"position {i}" for i in range(n)],
+                    [(f"{v.node} {v.release}", v.per_position)],
+                    f"{v.node}, {v.when} UTC: accepted_i / drafts",
+                    y_max=1.0,
+                    floors=_floors(v.result, n),
+                    width=460,
+                    height=220,
+                    colours=[plots.FAIL_COLOUR if v.outcome == "failed" else plots.PALETTE[0]],
+                ),
+            }
         )
-        x += 24 + 6 * len(text)
-    out.append("</svg>")
-    return "".join(out)
+    return overview, per_run
+
+
+def speed_section(r: dict[str, Any]) -> dict[str, Any] | None:
+    """The speed contract's per-level results: serving-before vs new vs no-spec baseline."""
+    levels = _speed_levels(r)
+    if not levels:
+        return None
+    prev = r.get("previous") if isinstance(r.get("previous"), dict) else {}
+    before = {
+        lv.get("concurrency"): _num(lv.get("previous_tps"))
+        for lv in prev.get("levels") or []
+        if isinstance(lv, dict)
+    }
+    change = {
+        lv.get("concurrency"): _num(lv.get("change"))
+        for lv in prev.get("levels") or []
+        if isinstance(lv, dict)
+    }
+    cs = [lv["concurrency"] for lv in levels]
+    su = [_num(lv.get("speed_up")) for lv in levels]
+    series = [
+        (
+            f"serving before ({prev.get('release') or 'previous release'})",
+            [before.get(c) for c in cs],
+        ),
+        (f"new ({r.get('release') or '-'})", [_num(lv.get("output_tps")) for lv in levels]),
+        ("no-speculation baseline", [_num(lv.get("baseline_tps")) for lv in levels]),
+    ]
+    svg = plots.bar_chart(
+        [f"c={c}" for c in cs],
+        series,
+        f"Output tokens/s per concurrency level: {r.get('node')}, {r.get('release')}",
+        value_fmt="{:.0f}",
+        notes=[
+            "-" if s is None else f"{s:.2f}x" + (" FAIL" if lv.get("status") == "fail" else "")
+            for s, lv in zip(su, levels, strict=True)
+        ],
+        colours=["#9e9e9e", plots.PALETTE[0], "#dddddd"],
+    )
+    rows = [
+        {
+            "c": lv["concurrency"],
+            "before": _f(before.get(lv["concurrency"]), ".1f"),
+            "new": _f(_num(lv.get("output_tps")), ".1f"),
+            "change": "-"
+            if change.get(lv["concurrency"]) is None
+            else f"{change[lv['concurrency']]:+.1%}",
+            "baseline": _f(_num(lv.get("baseline_tps")), ".1f"),
+            "speed_up": "-" if s is None else f"{s:.2f}x",
+            "gate": _f(_num(lv.get("min_speed_up"))),
+            "status": str(lv.get("status") or "-"),
+        }
+        for lv, s in zip(levels, su, strict=True)
+    ]
+    sp = r.get("speed") or {}
+    return {
+        "node": r.get("node"),
+        "release": r.get("release"),
+        "svg": svg,
+        "rows": rows,
+        "baseline_source": sp.get("baseline_source") or "-",
+        "message": sp.get("message") or "",
+    }
+
+
+def fleet_headline(views: list[RunView]) -> dict[str, Any]:
+    """Releases serving (by each node's newest run), nodes passing, the last run per node."""
+    last: dict[str, RunView] = {}
+    for v in sorted(views, key=lambda v: v.t or 0):
+        last[v.node] = v
+    nodes = sorted(last.values(), key=lambda v: v.node)
+    releases: dict[str, int] = {}
+    for v in nodes:
+        releases[v.release] = releases.get(v.release, 0) + 1
+    passing = sum(v.outcome == "pass" for v in nodes)
+    return {
+        "nodes": nodes,
+        "passing": passing,
+        "releases": sorted(releases.items()),
+        "text": f"{passing} of {len(nodes)} node(s) passing; release(s) serving: "
+        + ", ".join(f"{r} ({n} node{'s' if n > 1 else ''})" for r, n in sorted(releases.items())),
+    }
 
 
 HTML_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>specdeploy validation report</title>
 <style>
-body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}
+body{font-family:sans-serif;margin:24px;color:#222;max-width:1340px}
 table{border-collapse:collapse;margin:8px 0 20px}
 th,td{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}
-.pass{background:#dff0d8}.fail{background:#f2dede}.error{background:#fcf8e3}
-.skip{color:#888}.plots{display:flex;flex-wrap:wrap;gap:16px}
+.pass{background:#dff0d8}.fail,.failed{background:#f2dede}.error{background:#fcf8e3}
+.regressed{background:#fde9c9}
+.skip{color:#888}.plots{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
+.headline{font-size:20px;font-weight:bold;margin:4px 0 8px}
+details{margin:2px 0}summary{cursor:pointer;font-size:13px}
 code{font-size:12px}
 </style></head><body>
 <h1>specdeploy validation report</h1>
-<p>Generated {{ generated }} from {{ results|length }} result(s).</p>
-<h2>Summary</h2>
-<table><tr><th>node</th><th>release</th><th>model</th><th>status</th>
-<th>mean acceptance length</th><th>draft acceptance</th><th>output tok/s (median, min-max)</th>
-<th>no-spec baseline tok/s</th><th>speed-up (median, min-max, n)</th><th>reasons</th></tr>
+<p>Generated {{ generated }} from {{ results|length }} result(s){% if nruns %} and
+{{ nruns }} recorded run(s){% endif %}. Times are UTC.</p>
+<section id="fleet"><h2>Fleet</h2>
+<p class="headline" id="headline">{{ fleet.text }}</p>
+<table id="last-runs"><tr><th>node</th><th>release</th><th>last run</th><th>outcome</th>
+<th>mode</th><th>concurrency</th><th>k</th><th>mean acceptance length</th><th>output tok/s</th>
+<th>speed-up</th><th>reasons</th></tr>
+{% for v in fleet.nodes %}<tr class="{{ v.outcome }}"><td>{{ v.node }}</td><td>{{ v.release }}</td>
+<td>{{ v.when }}</td><td>{{ v.outcome|upper }}</td><td>{{ v.mode }}</td><td>{{ v.concurrency }}</td>
+<td>{{ v.k }}</td><td>{{ f(v.mal) }}</td><td>{{ f(v.tps, '.1f') }}</td><td>{{ f(v.speed_up) }}</td>
+<td>{{ v.reasons|join('; ') }}</td></tr>
+{% endfor %}</table></section>
+<h2>This report's results</h2>
+<table id="results"><tr><th>node</th><th>release</th><th>time</th><th>mode</th><th>concurrency</th>
+<th>k</th><th>model</th><th>status</th><th>mean acceptance length</th><th>draft acceptance</th>
+<th>output tok/s (median, min-max)</th><th>no-spec baseline tok/s</th>
+<th>speed-up (median, min-max, n)</th><th>reasons</th></tr>
 {% for r in rows %}<tr class="{{ r.status }}"><td>{{ r.node }}</td><td>{{ r.release }}</td>
+<td>{{ r.when }}</td><td>{{ r.mode }}</td><td>{{ r.concurrency }}</td><td>{{ r.k }}</td>
 <td>{{ r.model }}</td><td>{{ r.status|upper }}</td><td>{{ r.mal }}</td><td>{{ r.rate }}</td>
 <td>{{ r.tps }}</td><td title="{{ r.baseline_source }}">{{ r.baseline }}</td>
 <td>{{ r.speed_up }}</td><td>{{ r.reasons }}</td></tr>
 {% endfor %}</table>
-<h2>Per-position acceptance</h2>
-<div class="plots">{{ bars|safe }}</div>
-{% if hist_mal %}<h2>History per release</h2>
-<div class="plots">{{ hist_mal|safe }}{{ hist_tps|safe }}{{ hist_su|safe }}</div>
-<p>Filled dots: passed runs; hollow: failed. Colour: release. Hover for details.</p>
-{% endif %}
+{% if speed %}<section id="speed"><h2>Speed per concurrency level</h2>
+<p>Serving-before (the release that served before the switch, measured just before it) next to
+the new release and the no-speculation baseline; above each level: the speed-up over the
+baseline.</p>
+{% for s in speed %}<h3>{{ s.node }} / {{ s.release }} (baseline: {{ s.baseline_source }})</h3>
+<div class="plots">{{ s.svg|safe }}
+<table><tr><th>concurrency</th><th>serving before tok/s</th><th>new tok/s</th><th>change</th>
+<th>baseline tok/s</th><th>speed-up</th><th>gate</th><th>status</th></tr>
+{% for l in s.rows %}<tr class="{{ l.status }}"><td>{{ l.c }}</td><td>{{ l.before }}</td>
+<td>{{ l.new }}</td><td>{{ l.change }}</td><td>{{ l.baseline }}</td><td>{{ l.speed_up }}</td>
+<td>{{ l.gate }}</td><td>{{ l.status|upper }}</td></tr>{% endfor %}</table></div>
+{% if s.message %}<p>{{ s.message }}</p>{% endif %}
+{% endfor %}</section>{% endif %}
+<section id="positions"><h2>Per-position acceptance</h2>
+<div class="plots">{{ positions|safe }}</div>
+<p>Every run (newest first; open one to see its bars; dashed: the gate's floors):</p>
+{% for p in per_run %}<details class="run-positions {{ p.outcome }}"
+{%- if loop.first %} open{% endif %}><summary>{{ p.label }}</summary>{{ p.svg|safe }}</details>
+{% endfor %}</section>
+{% if hist_plots %}<section id="history"><h2>History</h2>
+<div class="plots">{% for h in hist_plots %}{{ h|safe }}{% endfor %}</div>
+<p>Dots: passed runs; triangles: regressed (passed, but below the release's first validated run
+on the node); red crosses: failed. Colour: release; grey lines join a node's runs.</p>
+<table id="runs"><tr><th>time</th><th>node</th><th>release</th><th>mode</th><th>concurrency</th>
+<th>k</th><th>outcome</th><th>mean acceptance length</th><th>output tok/s</th><th>speed-up</th>
+<th>reasons</th></tr>
+{% for v in runs %}<tr class="{{ v.outcome }}"><td>{{ v.when }}</td><td>{{ v.node }}</td>
+<td>{{ v.release }}</td><td>{{ v.mode }}</td><td>{{ v.concurrency }}</td><td>{{ v.k }}</td>
+<td>{{ v.outcome|upper }}</td><td>{{ f(v.mal) }}</td><td>{{ f(v.tps, '.1f') }}</td>
+<td>{{ f(v.speed_up) }}</td><td>{{ v.reasons|join('; ') }}</td></tr>
+{% endfor %}</table></section>{% endif %}
 <h2>Checks</h2>
 {% for r in details %}<h3>{{ r.node }} / {{ r.release }} ({{ r.started_at }})</h3>
 <table><tr><th>status</th><th>check</th><th>value</th><th>threshold</th><th>message</th></tr>
@@ -519,14 +742,15 @@ def render_html(
     results: list[dict[str, Any]],
     hist: list[dict[str, Any]] | None = None,
     regress: dict[int, list[history.Regression]] | None = None,
+    tolerance: float = 0.1,
 ) -> str:
+    """The report page. ``hist``: history rows with their results (history.runs(...,
+    with_result=True)); without it the plots show this report's results."""
     import datetime as _dt
 
     import jinja2
 
     rows, details = [], []
-    latest: dict[tuple[str, str], list[float]] = {}
-    floors: list[float] | None = None
     for i, r in enumerate(results):
         a = _acc(r)
         tps = a.get("output_tokens_per_s") or {}
@@ -534,11 +758,16 @@ def render_html(
         rate = a.get("draft_acceptance_rate")
         status = str(r.get("status", "error"))
         if (regress or {}).get(i) and status == "pass":
-            status = "fail"
+            status = "regressed"
+        view = run_view(r, status == "regressed")
         rows.append(
             {
                 "node": r.get("node"),
                 "release": r.get("release") or "-",
+                "when": view.when,
+                "mode": view.mode,
+                "concurrency": view.concurrency,
+                "k": view.k,
                 "model": r.get("served_model_name"),
                 "status": status,
                 "mal": _f(a.get("mean_acceptance_length")),
@@ -587,62 +816,27 @@ def render_html(
                 "log_line": a.get("vllm_log_line"),
             }
         )
-        if a.get("per_position_acceptance"):
-            latest[(str(r.get("node")), str(r.get("release") or "-"))] = list(
-                a["per_position_acceptance"]
-            )
-            fl = ((r.get("gates") or {}).get("thresholds") or {}).get("per_position_floors")
-            if fl and floors is None:
-                n = max(int(k) for k in fl) + 1
-                floors = [fl.get(str(k)) for k in range(n)]
-    groups = [(f"{n} {rel}", v) for (n, rel), v in sorted(latest.items())]
+    if hist:
+        views = history_views(hist, tolerance)
+    else:
+        views = [run_view(r, bool((regress or {}).get(i))) for i, r in enumerate(results)]
+    positions, per_run = position_plots(views)
     env = jinja2.Environment(autoescape=True)
     tpl = env.from_string(HTML_TEMPLATE)
-    ctx: dict[str, Any] = {
-        "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "results": results,
-        "rows": rows,
-        "details": details,
-        "bars": svg_bars(
-            groups,
-            "Per-position acceptance rate (accepted_i / drafts), latest "
-            "run per node and release; dashed: floors",
-            floors,
-        ),
-        "hist_mal": None,
-    }
-    if hist:
-        order = list(dict.fromkeys(str(h.get("release")) for h in hist))
-        nospec = {
-            str(h.get("release")): "no spec"
-            for h in hist
-            if h.get("mean_acceptance_length") is None and h.get("output_tps") is not None
-        }
-        ctx["hist_mal"] = svg_history(
-            hist,
-            "mean_acceptance_length",
-            "Mean acceptance length per run",
-            "tokens per step",
-            all_releases=order,
-            ref=(1.0, "1 = no accepted drafts"),
-        )
-        ctx["hist_tps"] = svg_history(
-            hist,
-            "output_tps",
-            "Output tokens/s per run (median over repeats)",
-            "tokens/s",
-            all_releases=order,
-            labels=nospec,
-        )
-        ctx["hist_su"] = svg_history(
-            hist,
-            "speed_up",
-            "Speed-up vs no speculation (median)",
-            "x",
-            all_releases=order,
-            ref=(1.0, "1.0 = as fast as no speculation"),
-        )
-    return tpl.render(**ctx)
+    return tpl.render(
+        generated=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        results=results,
+        nruns=len(hist or []),
+        rows=rows,
+        details=details,
+        fleet=fleet_headline(views),
+        speed=[s for r in results if (s := speed_section(r))],
+        positions=positions,
+        per_run=per_run,
+        hist_plots=history_plots(views) if views else [],
+        runs=sorted(views, key=lambda v: -(v.t or 0)),
+        f=_f,
+    )
 
 
 # --------------------------------------------------------------------------- CLI
@@ -655,18 +849,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", action="store_true", help="store the results in --history")
     p.add_argument("--regression-tolerance", type=float, default=0.1)
     p.add_argument("--junit")
-    p.add_argument("--prom")
+    p.add_argument(
+        "--prom",
+        action="append",
+        default=[],
+        help="Prometheus textfile to write (repeatable; an empty value is skipped)",
+    )
     p.add_argument("--html")
     p.add_argument("--json", help="write a summary JSON (results + regressions)")
     p.add_argument("--quiet", action="store_true", help="no table on stdout")
     args = p.parse_args(argv)
     if args.record and not args.history:
         p.error("--record needs --history")
+    outputs = [("--junit", args.junit), ("--prom", args.prom), ("--html", args.html)]
     try:
+        cli.check_paths(
+            readable=[("RESULTS", args.results)],
+            writable=[*outputs, ("--json", args.json), ("--history", args.history)],
+        )
         results = load_results(args.results)
+    except cli.PathError as e:
+        return cli.usage_error("spec-report", e)
     except (OSError, ValueError) as e:
-        print(f"spec-report: error: {e}", file=sys.stderr)
-        return 2
+        return cli.usage_error("spec-report", f"RESULTS {e}")
     if not results:
         print("spec-report: error: no results", file=sys.stderr)
         return 2
@@ -674,22 +879,25 @@ def main(argv: list[str] | None = None) -> int:
     regress: dict[int, list[history.Regression]] | None = None
     hist_rows: list[dict[str, Any]] | None = None
     if args.history:
-        conn = history.connect(args.history)
-        regress = {}
-        for i, r in enumerate(results):
-            if args.record:
-                history.record(conn, r)
-            regress[i] = history.regressions(conn, r, args.regression_tolerance)
-        hist_rows = history.runs(conn)
-        conn.close()
+        try:
+            conn = history.connect(args.history)
+            regress = {}
+            for i, r in enumerate(results):
+                if args.record:
+                    history.record(conn, r)
+                regress[i] = history.regressions(conn, r, args.regression_tolerance)
+            hist_rows = history.runs(conn, with_result=True)
+            conn.close()
+        except history.HistoryError as e:
+            return cli.usage_error("spec-report", f"--history {e}")
     if args.junit:
-        write_atomic(args.junit, junit_xml(results, regress))
-    if args.prom:
-        write_atomic(args.prom, prom_textfile(results, regress))
+        atomic_write(args.junit, junit_xml(results, regress))
+    for prom in filter(None, args.prom):
+        atomic_write(prom, prom_textfile(results, regress))
     if args.html:
-        write_atomic(args.html, render_html(results, hist_rows, regress))
+        atomic_write(args.html, render_html(results, hist_rows, regress, args.regression_tolerance))
     if args.json:
-        write_atomic(
+        atomic_write(
             args.json,
             json.dumps(
                 {

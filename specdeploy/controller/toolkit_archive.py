@@ -15,6 +15,9 @@ import sys
 import tarfile
 from pathlib import Path
 
+from specdeploy.node import cli
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+
 REPO = Path(__file__).resolve().parents[2]
 # What a release needs on the node (the stand-in only matters on sandbox nodes, but shipping
 # it everywhere keeps one archive per toolkit version; the production unit never runs it).
@@ -56,10 +59,7 @@ def write_archive(out: Path, repo: Path = REPO) -> None:
             info.uname = info.gname = "root"
             info.mode = 0o755 if path.stat().st_mode & 0o100 else 0o644
             tar.addfile(info, io.BytesIO(data))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(buffer.getvalue())
-    tmp.replace(out)
+    atomic_write(out, buffer.getvalue())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             write_archive(args.out)
     except OSError as error:
-        print(f"toolkit_archive: {error}", file=sys.stderr)
-        return 2
+        return cli.usage_error("toolkit_archive", f"--out {args.out}: {cli.reason(error)}")
     return 0
 
 

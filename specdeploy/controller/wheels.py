@@ -27,6 +27,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from specdeploy.node import cli
+
 NEWEST_TTL_S = 24 * 3600
 
 # Members every patch test needs besides the patch targets themselves.
@@ -231,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "extract":
             print(extract(args.version, tuple(args.members) or DEFAULT_MEMBERS))
     except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return cli.usage_error("wheels", exc)
     return 0
 
 

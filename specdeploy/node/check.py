@@ -55,22 +55,16 @@ JSON result (``schema: "specdeploy.validation/1"``; see docs/validation-schema.m
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
 import socket
 import sys
 import time
-import uuid
 from pathlib import Path
 
-from specdeploy.node import acceptance, gate, smoke
-
-SCHEMA = "specdeploy.validation/1"
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+from specdeploy.node import acceptance, cli, gate, smoke
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.result import new_result, now
 
 
 def default_release() -> str | None:
@@ -229,37 +223,29 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         if not sep or not k:
             raise ValueError(f"--label wants KEY=VALUE, got {kv!r}")
         labels[k] = v
-    result: dict[str, object] = {
-        "schema": SCHEMA,
-        "run_id": uuid.uuid4().hex,
-        "mode": args.mode,
-        "status": "pass",
-        "exit_code": 0,
-        "reasons": [],
-        "node": args.node or socket.gethostname(),
-        "release": args.release or default_release(),
-        "labels": labels,
-        "base_url": args.base_url,
-        "served_model_name": args.served_model_name,
-        "server_version": None,
-        "started_at": _now(),
-        "finished_at": None,
-        "duration_s": None,
-        "smoke": None,
-        "acceptance": None,
-        "gates": None,
-    }
+    result: dict[str, object] = new_result(
+        args.mode,
+        args.node or socket.gethostname(),
+        args.release or default_release(),
+        args.base_url,
+        args.served_model_name,
+        labels,
+    )
     reasons: list[str] = []
     exit_code = 0
-    api_key = smoke.read_api_key(args.api_key_file)
+    with cli.naming("--api-key-file", args.api_key_file):
+        api_key = smoke.read_api_key(args.api_key_file)
     client = smoke.Client(args.base_url, api_key)
-    thresholds = gate.load_thresholds(args.gates)  # validate before measuring
-    prompts = acceptance.load_prompts(args.prompts) if args.mode != "smoke" else []
+    with cli.naming("--gates", args.gates):
+        thresholds = gate.load_thresholds(args.gates)  # validate before measuring
+    with cli.naming("--prompts", args.prompts):
+        prompts = acceptance.load_prompts(args.prompts) if args.mode != "smoke" else []
     baseline: tuple[float, str] | None = None
     if args.baseline_tps is not None:
         baseline = (args.baseline_tps, "--baseline-tps")
     elif args.baseline_file:
-        baseline = (acceptance.baseline_from_result(args.baseline_file), args.baseline_file)
+        with cli.naming("--baseline-file", args.baseline_file):
+            baseline = (acceptance.baseline_from_result(args.baseline_file), args.baseline_file)
 
     if args.wait_ready > 0:
         _ok, msg = smoke.wait_ready(
@@ -317,7 +303,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     result["exit_code"] = exit_code
     result["status"] = {0: "pass", 1: "fail"}.get(exit_code, "error")
     result["reasons"] = reasons
-    result["finished_at"] = _now()
+    result["finished_at"] = now()
     result["duration_s"] = round(time.monotonic() - t0, 3)
     return result
 
@@ -328,17 +314,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1 or args.max_requests < 1 or args.concurrency < 1:
         parser.error("--repeats, --max-requests and --concurrency must be >= 1")
     try:
+        cli.check_paths(
+            readable=[
+                ("--prompts", args.prompts),
+                ("--gates", args.gates),
+                ("--api-key-file", args.api_key_file),
+                ("--baseline-file", args.baseline_file),
+            ],
+            writable=[("--out", args.out)],
+        )
         result = run(args)
+    except cli.PathError as e:
+        return cli.usage_error("spec-check", e)
     except (gate.GateConfigError, ValueError, OSError) as e:
-        print(f"spec-check: error: {e}", file=sys.stderr)
-        return 2
+        return cli.usage_error("spec-check", e)
     text = json.dumps(result, indent=2, sort_keys=False)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        os.replace(tmp, out)
+        try:
+            atomic_write(args.out, text + "\n")
+        except OSError as e:
+            return cli.usage_error("spec-check", f"--out {args.out}: {cli.reason(e)}")
     if args.json:
         print(text)
     else:

@@ -41,8 +41,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# "MLA" backends (the target's attention on DeepSeek/Kimi); everything else is a plain backend.
-MLA_SUFFIXES = ("_MLA", "MLA_SPARSE")
+from specdeploy.node.attention import is_mla_backend
+from specdeploy.node.cli import reason, usage_error
 
 _PREFIX = r"(?:\((?P<proc>[A-Za-z_]+)(?: pid=(?P<pid>\d+))?\)\s+)?"
 _AUTO_RE = re.compile(
@@ -234,10 +234,6 @@ class EngineLogSummary:
         return d
 
 
-def _is_mla(name: str) -> bool:
-    return any(name.endswith(s) for s in MLA_SUFFIXES)
-
-
 def _choice(
     m: re.Match[str], *, forced: bool, cands: tuple[str, ...], lineno: int
 ) -> BackendChoice:
@@ -246,7 +242,7 @@ def _choice(
         name=m.group("name"),
         forced=forced,
         candidates=cands,
-        mla=_is_mla(m.group("name")),
+        mla=is_mla_backend(m.group("name")),
         process=m.group("proc") or "",
         pid=int(pid) if pid else None,
         line=lineno,
@@ -392,17 +388,14 @@ def target_and_drafter(backends: list[BackendChoice]) -> tuple[str | None, str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="specdeploy.node.engine_log", description=__doc__.split("\n")[0]
-    )
+    ap = argparse.ArgumentParser(prog="engine-log", description=__doc__.split("\n")[0])
     ap.add_argument("log", help="engine log file (journal text or vLLM's stdout)")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
     try:
         text = Path(args.log).read_text(errors="replace")
     except OSError as e:
-        print(f"cannot read {args.log}: {e}", file=sys.stderr)
-        return 2
+        return usage_error("engine-log", f"LOG {args.log}: {reason(e)}")
     s = parse(text)
     if args.json:
         print(json.dumps(s.to_dict(), indent=1))

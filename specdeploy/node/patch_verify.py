@@ -604,7 +604,7 @@ def verify(site_packages: Path, version: str, manifest: Manifest | None = None) 
 def main(argv: list[str] | None = None) -> int:
     from specdeploy.node.patches import Manifest, UsageError, default_site_packages, detect_version
 
-    ap = argparse.ArgumentParser(prog="python -m specdeploy.node.patch_verify", description=__doc__)
+    ap = argparse.ArgumentParser(prog="vllm-patch-verify", description=__doc__)
     ap.add_argument("--site-packages")
     ap.add_argument("--version")
     ap.add_argument("--manifest")
@@ -617,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         if m.kind(version) == "unsupported":
             raise UsageError(m.unsupported_message(version))
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"vllm-patch-verify: error: {exc}", file=sys.stderr)
         return 2
     rep = verify(sp, version, m)
     if args.json:

@@ -32,13 +32,17 @@ import os
 import re
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from specdeploy.node import cli
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.module_utils.specdeploy_fsio import sha256_file as streamed_sha256
+from specdeploy.node.versions import public_version, version_key
 
 MANIFEST_ENV = "SPECDEPLOY_PATCH_MANIFEST"
 STATE_FILE = "specdeploy-state.json"
@@ -60,8 +64,9 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str | None:
+    """None for a missing file (a target the series expects)."""
     try:
-        return sha256_bytes(path.read_bytes())
+        return streamed_sha256(path)
     except FileNotFoundError:
         return None
 
@@ -72,18 +77,6 @@ def series_sha256(patches: list[tuple[str, bytes]]) -> str:
     for name, content in patches:
         h.update(name.encode() + b"\0" + content + b"\0")
     return h.hexdigest()
-
-
-def version_key(v: str) -> tuple[int, ...]:
-    out: list[int] = []
-    for p in v.split("."):
-        m = re.match(r"\d+", p)
-        if not m:
-            break
-        out.append(int(m.group(0)))
-        if m.group(0) != p:
-            break
-    return tuple(out)
 
 
 # --------------------------------------------------------------------------- unified diffs
@@ -218,9 +211,11 @@ class Manifest:
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
-            raise UsageError(f"manifest not found: {p}") from exc
+            raise UsageError(f"--manifest {p}: manifest not found") from exc
+        except (OSError, yaml.YAMLError) as exc:
+            raise UsageError(f"--manifest {p}: {cli.reason(exc)}") from exc
         if not isinstance(data, dict) or "versions" not in data or "native_from" not in data:
-            raise UsageError(f"manifest {p}: missing 'versions' or 'native_from'")
+            raise UsageError(f"--manifest {p}: missing 'versions' or 'native_from'")
         return cls(p, data)
 
     @property
@@ -240,8 +235,8 @@ class Manifest:
         )
 
     def kind(self, version: str) -> str:
-        """'patch', 'native' or 'unsupported'."""
-        entry = self.versions().get(version)
+        """'patch', 'native' or 'unsupported' (a local label does not change the release)."""
+        entry = self.versions().get(public_version(version))
         if entry is not None:
             return str(entry.get("kind", "patch"))
         if version_key(version) >= version_key(self.native_from):
@@ -249,13 +244,13 @@ class Manifest:
         return "unsupported"
 
     def entry(self, version: str) -> dict[str, Any]:
-        return self.versions().get(version, {})
+        return self.versions().get(public_version(version), {})
 
     def series(self, version: str) -> list[dict[str, Any]]:
         return list(self.entry(version).get("series") or [])
 
     def patch_path(self, version: str, name: str) -> Path:
-        return self.path.parent / version / name
+        return self.path.parent / public_version(version) / name
 
     def read_series(self, version: str) -> list[tuple[str, bytes]]:
         out = []
@@ -287,7 +282,7 @@ def default_site_packages() -> Path:
 def detect_version(site_packages: Path) -> str:
     infos = sorted(site_packages.glob("vllm-*.dist-info"))
     if not infos:
-        raise UsageError(f"no vllm-*.dist-info in {site_packages}; pass --version")
+        raise UsageError(f"--site-packages {site_packages}: no vllm-*.dist-info; pass --version")
     versions = set()
     for d in infos:
         meta = d / "METADATA"
@@ -307,23 +302,6 @@ def detect_version(site_packages: Path) -> str:
 
 def default_backup_dir(site_packages: Path) -> Path:
     return site_packages.parent / "specdeploy-pristine"
-
-
-def _atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _drop_pycache(path: Path) -> None:
@@ -509,7 +487,7 @@ class Patcher:
             bk = self.vbackup() / rel
             data = src.read_bytes()
             if not (bk.is_file() and bk.read_bytes() == data):
-                _atomic_write(bk, data)
+                atomic_write(bk, data)
             if sha256_file(bk) != self.manifest.targets(self.version)[rel]["pristine_sha256"]:
                 raise PatchError(f"backup of {rel} does not match the pristine hash")
             state["files"][rel] = {
@@ -520,7 +498,7 @@ class Patcher:
         try:
             for rel, data in new.items():
                 p = self.site_packages / rel
-                _atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
+                atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
                 _drop_pycache(p)
                 written.append(rel)
             report = patch_verify.verify(self.site_packages, self.version, self.manifest)
@@ -532,14 +510,14 @@ class Patcher:
         except BaseException:
             self._restore(written)
             raise
-        _atomic_write(self.vbackup() / STATE_FILE, json.dumps(state, indent=2).encode())
+        atomic_write(self.vbackup() / STATE_FILE, json.dumps(state, indent=2).encode())
         return "applied"
 
     def _restore(self, rels: list[str]) -> None:
         for rel in rels:
             bk = self.vbackup() / rel
             p = self.site_packages / rel
-            _atomic_write(p, bk.read_bytes(), mode=p.stat().st_mode & 0o7777)
+            atomic_write(p, bk.read_bytes(), mode=p.stat().st_mode & 0o7777)
             _drop_pycache(p)
 
     def revert(self, *, force: bool = False) -> str:
@@ -589,7 +567,7 @@ class Patcher:
                 raise PatchError(f"{rel}: restored content does not match the pristine hash")
         for rel, data in plan.items():
             p = self.site_packages / rel
-            _atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
+            atomic_write(p, data, mode=p.stat().st_mode & 0o7777)
             _drop_pycache(p)
         sf.unlink(missing_ok=True)
         return "reverted"
@@ -634,7 +612,7 @@ def _print(obj: dict[str, Any], as_json: bool, text: str) -> None:
 def _build(args: argparse.Namespace, manifest: Manifest) -> Patcher:
     sp = Path(args.site_packages) if args.site_packages else default_site_packages()
     if not (sp / "vllm").is_dir():
-        raise UsageError(f"no vllm/ package in {sp}")
+        raise UsageError(f"--site-packages {sp}: no vllm/ package there")
     version = args.version or detect_version(sp)
     bdir = Path(args.backup_dir) if args.backup_dir else default_backup_dir(sp)
     return Patcher(manifest, sp, version, bdir)
@@ -652,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.add_argument("--json", action="store_true", help="machine-readable output")
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.node.patches",
+        prog="vllm-patches",
         description="Versioned vLLM EAGLE-3 patch series: list/status/check/apply/revert/verify",
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -759,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "json", False):
             print(json.dumps({"error": str(exc), "exit": 2}))
         else:
-            print(f"error: {exc}", file=sys.stderr)
+            cli.usage_error("vllm-patches", exc)
         return 2
     except PatchError as exc:
         if getattr(args, "json", False):

@@ -18,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from specdeploy.node.cli import reason
+
 CLASS_NAME = "SpeculativeConfig"
 
 
@@ -172,7 +174,7 @@ def drafter_facts_from_wheel(version: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specdeploy.node.speckeys", description=__doc__)
+    ap = argparse.ArgumentParser(prog="vllm-spec-keys", description=__doc__)
     ap.add_argument("version", nargs="?", help="vLLM version (read from the cached wheel)")
     ap.add_argument("--file", type=Path, help="path of a vllm/config/speculative.py")
     ap.add_argument("--json", action="store_true")
@@ -182,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         res = extract_from_file(args.file) if args.file else extract_from_wheel(args.version)
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        where = f"--file {args.file}" if args.file else f"VERSION {args.version}"
+        print(f"vllm-spec-keys: error: {where}: {reason(exc)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(res, indent=2))

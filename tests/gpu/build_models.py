@@ -4,10 +4,12 @@
 Runs on the GPU machine's image (torch, transformers >= 5, safetensors, tokenizers), CPU only,
 deterministic (fixed seeds). Usage::
 
-    python3 tests/gpu/build_models.py OUTDIR [--drafter bigram|random] [--aux 1,2,3]
+    python3 tests/gpu/build_models.py OUTDIR [--shape tiny|moe-big] [--drafter bigram|random]
+                                             [--aux 1,2,3]
 
-writes OUTDIR/target (config, safetensors, tokenizer), OUTDIR/drafter (llama_eagle3 format)
-and OUTDIR/models.json (what was built, sha256 of each weight file).
+writes OUTDIR/target (config, safetensors, tokenizer with a chat template), OUTDIR/drafter
+(llama_eagle3 format) and OUTDIR/models.json (what was built, sha256 of the drafter's weights,
+the tokenizer and, for the tiny shape, the target's weights).
 
 Target: random bf16 ``DeepseekV3ForCausalLM``, 4 layers, hidden 1024, 8 heads, the real
 DeepSeek MLA head dimensions (qk_nope 128, qk_rope 64, v_head 128, kv_lora_rank 512) with a
@@ -23,6 +25,16 @@ function: q/k are constant biases, v copies the normed token embedding, o_proj i
 identity, the hidden-state path and the MLP are zeroed, lm_head holds the target's rows for the
 draft vocabulary. Its acceptance is well above zero but below 100% (the target is not exactly
 bigram). ``random``: random weights, acceptance about zero.
+
+Shape ``moe-big`` (the speed-up and load-time measurements, docs/speedup-gpu.md): the same
+construction at DeepSeek-V3's width, memory-bound like the real model at small batch: hidden
+7168, 6 layers (first dense, intermediate 4096), 64 routed experts top-8 + 1 shared,
+moe_intermediate 1536, 32 heads, q_lora_rank 1536, about 22 GB in 5 GB shards (a real
+checkpoint is sharded too, which the loaders' parallelism depends on). Built on the GPU (about a
+minute). Its layer and expert outputs are scaled by 0.005 by default: with the tiny shape's 0.05
+the wide layers move the residual stream too far from the bigram function and a bigram drafter
+accepts almost nothing (recorded in ../shared/gpu-recipe/moe-speedup). The drafter then needs
+H / 128 = 56 heads so that its value projection can copy the embedding (nkv * 128 == H).
 """
 
 from __future__ import annotations
@@ -35,14 +47,42 @@ import os
 import shutil
 import sysconfig
 import time
+from dataclasses import dataclass
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 
-V, H = 32000, 1024
-N_LAYERS = 4
+V = 32000
 MAX_POS = 32768
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
+# A plain role-prefixed template, so that /v1/chat/completions works (the load generator's
+# default endpoint); the bigram drafter does not care what the prompt looks like.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class Shape:
+    hidden: int
+    layers: int
+    intermediate: int
+    moe_intermediate: int
+    heads: int
+    routed_experts: int
+    experts_per_token: int
+    q_lora_rank: int
+    scale: float  # default layer/expert output scale (see the module docstring)
+    on_gpu: bool  # build on CUDA (the big shape) or CPU
+    max_shard_size: str
+
+
+SHAPES = {
+    "tiny": Shape(1024, 4, 2048, 256, 8, 8, 2, 384, 0.05, False, "5GB"),
+    "moe-big": Shape(7168, 6, 4096, 1536, 32, 64, 8, 1536, 0.005, True, "5GB"),
+}
 
 
 def sha256(path: str) -> str:
@@ -92,6 +132,7 @@ def build_tokenizer(out: str, max_bytes: int = 12_000_000) -> int:
                 "unk_token": "<unk>",
                 "pad_token": "<pad>",
                 "model_max_length": MAX_POS,
+                "chat_template": CHAT_TEMPLATE,
                 "add_bos_token": False,
                 "add_eos_token": False,
                 "clean_up_tokenization_spaces": False,
@@ -108,28 +149,30 @@ def build_tokenizer(out: str, max_bytes: int = 12_000_000) -> int:
     return tok.get_vocab_size()
 
 
-def build_target(tdir: str, layer_out_scale: float, embed_scale: float, expert_out_scale: float):
+def build_target(
+    tdir: str, shape: Shape, layer_out_scale: float, embed_scale: float, expert_out_scale: float
+) -> None:
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
     torch.manual_seed(0)
     cfg = DeepseekV3Config(
         vocab_size=V,
-        hidden_size=H,
-        intermediate_size=2048,
-        moe_intermediate_size=256,
-        num_hidden_layers=N_LAYERS,
-        num_attention_heads=8,
-        num_key_value_heads=8,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        moe_intermediate_size=shape.moe_intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.heads,
         n_shared_experts=1,
-        n_routed_experts=8,
-        num_experts_per_tok=2,
+        n_routed_experts=shape.routed_experts,
+        num_experts_per_tok=shape.experts_per_token,
         routed_scaling_factor=1.0,
         n_group=1,
         topk_group=1,
         first_k_dense_replace=1,
         norm_topk_prob=True,
         kv_lora_rank=512,
-        q_lora_rank=384,
+        q_lora_rank=shape.q_lora_rank,
         qk_rope_head_dim=64,
         v_head_dim=128,
         qk_nope_head_dim=128,
@@ -141,7 +184,13 @@ def build_target(tdir: str, layer_out_scale: float, embed_scale: float, expert_o
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         architectures=["DeepseekV3ForCausalLM"],
     )
-    model = DeepseekV3ForCausalLM(cfg).to(torch.bfloat16)
+    if shape.on_gpu:  # 22 GB of random init: seconds on the GPU, minutes on the CPU
+        torch.set_default_dtype(torch.bfloat16)
+        with torch.device("cuda"):
+            model = DeepseekV3ForCausalLM(cfg)
+        torch.set_default_dtype(torch.float32)
+    else:
+        model = DeepseekV3ForCausalLM(cfg).to(torch.bfloat16)
     with torch.no_grad():
         for n, p in model.named_parameters():
             if n.endswith(("o_proj.weight", "down_proj.weight")):
@@ -152,7 +201,10 @@ def build_target(tdir: str, layer_out_scale: float, embed_scale: float, expert_o
                 p.mul_(embed_scale)
             if "e_score_correction_bias" in n:
                 p.zero_()
-    model.save_pretrained(tdir, safe_serialization=True)
+    model.save_pretrained(tdir, safe_serialization=True, max_shard_size=shape.max_shard_size)
+    del model
+    if shape.on_gpu:
+        torch.cuda.empty_cache()
     cpath = os.path.join(tdir, "config.json")
     with open(cpath) as f:
         cj = json.load(f)
@@ -162,21 +214,40 @@ def build_target(tdir: str, layer_out_scale: float, embed_scale: float, expert_o
         json.dump(cj, f, indent=1)
 
 
-def build_drafter(tdir: str, ddir: str, mode: str, draft_vocab: int, aux: list[int]) -> dict:
+def target_tensors(tdir: str, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """Only ``names`` from the target's shards (the big target does not fit a CPU dict twice)."""
+    out: dict[str, torch.Tensor] = {}
+    for fn in sorted(glob.glob(os.path.join(tdir, "*.safetensors"))):
+        with safe_open(fn, "pt") as fh:
+            for k in names:
+                if k in fh.keys():  # noqa: SIM118 (safe_open handles have keys(), no __contains__)
+                    out[k] = fh.get_tensor(k)
+    missing = set(names) - set(out)
+    if missing:
+        raise SystemExit(f"target shards in {tdir} lack {sorted(missing)}")
+    return out
+
+
+def build_drafter(
+    tdir: str, ddir: str, shape: Shape, mode: str, draft_vocab: int, aux: list[int]
+) -> dict:
     torch.manual_seed(1)
-    nh, nkv, hd, inter = 8, 8, 128, 2816
+    H = shape.hidden
+    hd, inter = 128, 2816
+    nh = nkv = H // hd  # the bigram construction needs nkv * hd == H (v copies the embedding)
     bf = torch.bfloat16
+    dev = "cuda" if shape.on_gpu else "cpu"
 
     def rnd(*s):
         return (torch.randn(*s) * 0.02).to(bf)
 
     info: dict = {"mode": mode}
-    tw = load_file(os.path.join(tdir, "model.safetensors"))
+    tw = target_tensors(tdir, ("model.embed_tokens.weight", "lm_head.weight"))
     if mode == "bigram":
-        emb = tw["model.embed_tokens.weight"].float()
-        lm = tw["lm_head.weight"].float()
+        emb = tw["model.embed_tokens.weight"].float().to(dev)
+        lm = tw["lm_head.weight"].float().to(dev)
         en = emb * torch.rsqrt(emb.pow(2).mean(-1, keepdim=True) + 1e-6)
-        f = torch.cat([(en[i : i + 4096] @ lm.T).argmax(-1) for i in range(0, V, 4096)])
+        f = torch.cat([(en[i : i + 4096] @ lm.T).argmax(-1) for i in range(0, V, 4096)]).cpu()
         img = torch.unique(torch.cat([torch.arange(4), f]))
         rest = torch.tensor(sorted(set(range(V)) - set(img.tolist())))
         extra = rest[torch.randperm(len(rest))[: max(0, draft_vocab - len(img))]]
@@ -266,13 +337,17 @@ def build_drafter(tdir: str, ddir: str, mode: str, draft_vocab: int, aux: list[i
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     ap.add_argument("--drafter", choices=["bigram", "random"], default="bigram")
     ap.add_argument("--aux", default="1,2,3", help="eagle_aux_hidden_state_layer_ids")
     ap.add_argument("--draft-vocab", type=int, default=24000)
-    ap.add_argument("--layer-out-scale", type=float, default=0.05)
+    ap.add_argument("--layer-out-scale", type=float, help="default: the shape's scale")
     ap.add_argument("--embed-scale", type=float, default=10.0)
-    ap.add_argument("--expert-out-scale", type=float, default=0.05)
+    ap.add_argument("--expert-out-scale", type=float, help="default: the shape's scale")
     a = ap.parse_args()
+    shape = SHAPES[a.shape]
+    layer_out = shape.scale if a.layer_out_scale is None else a.layer_out_scale
+    expert_out = shape.scale if a.expert_out_scale is None else a.expert_out_scale
     t0 = time.time()
     tdir, ddir = os.path.join(a.outdir, "target"), os.path.join(a.outdir, "drafter")
     if os.path.isdir(a.outdir):
@@ -280,27 +355,33 @@ def main() -> int:
     os.makedirs(tdir)
     vocab = build_tokenizer(tdir)
     t_tok = time.time() - t0
-    build_target(tdir, a.layer_out_scale, a.embed_scale, a.expert_out_scale)
-    info = build_drafter(tdir, ddir, a.drafter, a.draft_vocab, [int(x) for x in a.aux.split(",")])
+    build_target(tdir, shape, layer_out, a.embed_scale, expert_out)
+    t_target = time.time() - t0 - t_tok
+    aux = [int(x) for x in a.aux.split(",")]
+    info = build_drafter(tdir, ddir, shape, a.drafter, a.draft_vocab, aux)
+    hashed = ["drafter/model.safetensors", "target/tokenizer.json", "target/config.json"]
+    if not shape.on_gpu:  # hashing 22 GB would take longer than building it
+        hashed += sorted(
+            os.path.relpath(p, a.outdir) for p in glob.glob(os.path.join(tdir, "*.safetensors"))
+        )
     summary = {
+        "shape": a.shape,
+        "shape_params": shape.__dict__,
+        "target_bytes": sum(
+            os.path.getsize(p) for p in glob.glob(os.path.join(tdir, "*.safetensors"))
+        ),
         "target": tdir,
         "drafter": ddir,
         "tokenizer_vocab": vocab,
         "scales": {
-            "layer_out": a.layer_out_scale,
+            "layer_out": layer_out,
             "embed": a.embed_scale,
-            "expert_out": a.expert_out_scale,
+            "expert_out": expert_out,
         },
         "drafter_info": info,
-        "sha256": {
-            p: sha256(os.path.join(a.outdir, p))
-            for p in (
-                "target/model.safetensors",
-                "drafter/model.safetensors",
-                "target/tokenizer.json",
-            )
-        },
+        "sha256": {p: sha256(os.path.join(a.outdir, p)) for p in hashed},
         "tokenizer_s": round(t_tok, 1),
+        "target_s": round(t_target, 1),
         "total_s": round(time.time() - t0, 1),
         "torch": torch.__version__,
     }

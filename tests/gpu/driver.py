@@ -252,7 +252,7 @@ def completion(base: str, model: str, prompt: str, max_tokens: int, timeout: flo
 
 
 def load_prompts() -> list[str]:
-    path = REPO / "specdeploy" / "prompts" / "prompts.jsonl"
+    path = REPO / "specdeploy" / "node" / "prompts" / "prompts.jsonl"
     out = []
     with open(path) as f:
         for line in f:

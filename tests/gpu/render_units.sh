@@ -3,21 +3,34 @@
 # not on the GPU machine), into .gpu-stage/units/<variant>/{vllm.service,vllm.env,expect.json}.
 #
 #   tests/gpu/render_units.sh [--tensor-parallel-size N] [--pipeline-parallel-size N]
+#                             [--set tier|moe]
 #
 # Only the paths (model, drafter, caches), the served name, the port, TP/PP, the speculative
-# switch and the attention backend are overridden; everything else is the role defaults.
+# switch (and, for --set moe, num_speculative_tokens and one load-format flag) and the
+# attention backend are overridden; everything else is the role defaults.
+#   --set tier (default): .gpu-stage/units/{spec-fa,nospec-fa,nospec-triton,spec-triton-forced}
+#   --set moe: .gpu-stage/units-moe/ for the speed-up sweep and the load-time table on the
+#     moe-big target (docs/speedup-gpu.md, docs/load-times.md): nospec, spec-k1..spec-k5, and
+#     nospec-<loader> for each load format measured. All share one compile-cache directory so
+#     the target's torch.compile artifacts are reused across k (the sweep measures serving,
+#     not compilation).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-TP=1; PP=1
+TP=1; PP=1; SET=tier
 while [ $# -gt 0 ]; do
   case $1 in
     --tensor-parallel-size) TP=$2; shift 2 ;;
     --pipeline-parallel-size) PP=$2; shift 2 ;;
-    *) echo "usage: $0 [--tensor-parallel-size N] [--pipeline-parallel-size N]" >&2; exit 2 ;;
+    --set) SET=$2; shift 2 ;;
+    *) echo "usage: $0 [--tensor-parallel-size N] [--pipeline-parallel-size N] [--set tier|moe]" >&2; exit 2 ;;
   esac
 done
+case $SET in
+  tier) OUTU=$REPO/.gpu-stage/units; NAME=tiny-dsv3 ;;
+  moe) OUTU=$REPO/.gpu-stage/units-moe; NAME=moe-dsv3 ;;
+  *) echo "$0: --set $SET: expected tier or moe" >&2; exit 2 ;;
+esac
 W=/tmp/gpu-tier                       # where the GPU machine keeps models and caches
-OUTU=$REPO/.gpu-stage/units
 PLAYBOOK=$REPO/playbooks/render-unit.yml
 [ -f "$PLAYBOOK" ] || { PLAYBOOK=$REPO/tests/gpu/render-fallback.yml; echo "NOTE: $REPO/playbooks/render-unit.yml missing, using $PLAYBOOK" >&2; }
 EXTRA=""; [ "$PLAYBOOK" = "$REPO/tests/gpu/render-fallback.yml" ] && EXTRA="-e specdeploy_toolkit_dir=$REPO"
@@ -27,18 +40,19 @@ ROOT=$REPO/.gpu-stage/render-root; rm -rf "$ROOT"; mkdir -p "$ROOT/etc"
 AP=${ANSIBLE_PLAYBOOK:-$REPO/.venv/bin/ansible-playbook}
 rm -rf "$OUTU"; mkdir -p "$OUTU"
 
-# variant  speculative  attention_backend  expect.json
+# variant  speculative  attention_backend  expect.json  [more override YAML]
 render() {
-  local name=$1 spec=$2 backend=$3 expect=$4
+  local name=$1 spec=$2 backend=$3 expect=$4 more=${5:-}
   local d=$OUTU/$name; mkdir -p "$d"
+  local cache=$W/cache/$name; [ "$SET" = moe ] && cache=$W/cache/moe
   cat > "$d/overrides.yml" <<YML
 ---
 specdeploy_model_path: $W/models/target
 specdeploy_drafter_path: $W/models/drafter
-specdeploy_served_model_name: tiny-dsv3
+specdeploy_served_model_name: $NAME
 specdeploy_port: 8011
 specdeploy_host: 127.0.0.1
-specdeploy_cache_dir: $W/cache/$name
+specdeploy_cache_dir: $cache
 specdeploy_root: $ROOT/root
 specdeploy_config_dir: $ROOT/etc
 specdeploy_tensor_parallel_size: $TP
@@ -46,11 +60,28 @@ specdeploy_pipeline_parallel_size: $PP
 specdeploy_speculative_enabled: $spec
 specdeploy_attention_backend: "$backend"
 YML
+  [ -z "$more" ] || echo "$more" >> "$d/overrides.yml"
   (cd "$REPO" && "$AP" "$PLAYBOOK" -e "render_dir=$d" -e "@$d/overrides.yml" $EXTRA > "$d/render.log" 2>&1) \
     || { echo "render of $name failed:"; tail -20 "$d/render.log"; return 1; }
   echo "$expect" > "$d/expect.json"
   echo "== $name: $(grep '^ExecStart=' "$d/vllm.service")"
 }
+if [ "$SET" = moe ]; then
+  render nospec false "" '{"spec": false, "target_backend": "FLASH_ATTN_MLA", "served_model_name": "moe-dsv3"}'
+  for k in 1 2 3 4 5; do
+    render spec-k$k true "" '{"spec": true, "target_backend": "FLASH_ATTN_MLA", "drafter_backend": "FLASH_ATTN", "aux_layers": [1, 2, 3], "served_model_name": "moe-dsv3"}' \
+      "specdeploy_speculative_config: {method: eagle3, model: $W/models/drafter, num_speculative_tokens: $k}"
+  done
+  # the load formats of vLLM 0.20.2 that run from a local disk without a server of their own
+  # (vllm/config/load.py, model_loader/default_loader.py); docs/load-times.md
+  NOSPEC='{"spec": false, "target_backend": "FLASH_ATTN_MLA", "served_model_name": "moe-dsv3"}'
+  render nospec-prefetch false "" "$NOSPEC" 'specdeploy_extra_args: ["--safetensors-load-strategy", "prefetch"]'
+  render nospec-multithread false "" "$NOSPEC" \
+    'specdeploy_extra_args: ["--model-loader-extra-config", "{\"enable_multithread_load\": true, \"num_threads\": 8}"]'
+  render nospec-fastsafetensors false "" "$NOSPEC" 'specdeploy_extra_args: ["--load-format", "fastsafetensors"]'
+  render nospec-runai false "" "$NOSPEC" 'specdeploy_extra_args: ["--load-format", "runai_streamer"]'
+  exit 0
+fi
 render spec-fa true "" '{"spec": true, "target_backend": "FLASH_ATTN_MLA", "drafter_backend": "FLASH_ATTN", "aux_layers": [1, 2, 3], "served_model_name": "tiny-dsv3"}'
 render nospec-fa false "" '{"spec": false, "target_backend": "FLASH_ATTN_MLA", "served_model_name": "tiny-dsv3"}'
 render nospec-triton false TRITON_MLA '{"spec": false, "target_backend": "TRITON_MLA", "served_model_name": "tiny-dsv3"}'

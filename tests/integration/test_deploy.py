@@ -35,6 +35,7 @@ SPECULATIVE = {
 }
 INPUTS = {"specdeploy_speculative_config": SPECULATIVE}
 BAD_DRAFTER = "/srv/models/test-drafter-wrong-hidden"
+OTHER_TARGET_DRAFTER = "/srv/models/test-drafter-other-target"
 FOREIGN_PORT = 8431
 
 
@@ -210,6 +211,13 @@ REFUSALS = {
         },
         ["specdeploy_drafter_path", BAD_DRAFTER],
     ),
+    "drafter-provenance-other-target": (
+        {
+            "specdeploy_drafter_path": OTHER_TARGET_DRAFTER,
+            "specdeploy_speculative_config": dict(SPECULATIVE, model=OTHER_TARGET_DRAFTER),
+        },
+        ["specdeploy_drafter_path", "provenance target_config_sha256", "another target"],
+    ),
     "forced-mla-backend-with-speculation": (
         {"specdeploy_attention_backend": "TRITON_MLA"},
         ["specdeploy_attention_backend", "TRITON_MLA"],
@@ -229,6 +237,27 @@ def bad_drafter(node):
     node.push(f"{BAD_DRAFTER}/config.json", json.dumps(config).encode())
     yield BAD_DRAFTER
     node.sh(f"sudo -n rm -rf {BAD_DRAFTER}", check=False)
+
+
+@pytest.fixture(scope="module")
+def other_target_drafter(node):
+    """A drafter that fits the target's shape, with the provenance the drafter pipeline writes,
+    trained for another target (the Kimi-K2.5 config)."""
+    from specdeploy.controller import drafter_provenance as prov
+
+    src = FIXTURES / "models" / "tiny-dsv3-eagle3" / "config.json"
+    kimi = json.loads((FIXTURES / "drafters" / "kimi-k2.5" / "config.json").read_text())
+    record = prov.Provenance(
+        target_config_sha256=prov.target_config_sha256(kimi),
+        aux_layer_ids=[1, 2, 3],
+        aux_offset=prov.INPUT_OF_LAYER,
+        vllm_version="0.16.0",
+        trainer="specdeploy-torch",
+    )
+    node.push(f"{OTHER_TARGET_DRAFTER}/config.json", src.read_bytes())
+    node.push(f"{OTHER_TARGET_DRAFTER}/{prov.FILE_NAME}", json.dumps(record.as_dict()).encode())
+    yield OTHER_TARGET_DRAFTER
+    node.sh(f"sudo -n rm -rf {OTHER_TARGET_DRAFTER}", check=False)
 
 
 @pytest.fixture
@@ -254,6 +283,8 @@ def test_preflight_refuses_and_leaves_the_node_unchanged(case, first, play, node
     extra, words = REFUSALS[case]
     if case == "drafter-incompatible":
         request.getfixturevalue("bad_drafter")
+    if case == "drafter-provenance-other-target":
+        request.getfixturevalue("other_target_drafter")
     if case == "port-taken-by-a-foreign-listener":
         request.getfixturevalue("foreign_listener")
     listing = node.listing()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -307,3 +308,55 @@ def test_an_interrupted_test_session_leaves_nothing_behind(sandbox):
         output = proc.communicate(timeout=120)[0]
         pids = [n.pid for n in running]
         assert leftovers(pids) == [], f"after {sig.name}:\n{''.join(lines)}{output}"
+
+
+def test_an_interrupted_make_test_stops_its_sessions_and_their_nodes(sandbox):
+    """Ctrl-C (SIGINT to the runner alone: its sessions have their own process groups) or
+    SIGTERM on tests/run_groups.py: every pytest session it started stops, nodes and all."""
+    sandbox(1)  # fixes which instance this session (and so the runner's session) uses
+    sandbox.close()
+    log = REPO / "build" / "test-logs" / "interrupt-probe.log"
+    command = [sys.executable, "tests/run_groups.py", "--session", f"interrupt-probe={INNER}"]
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        log.unlink(missing_ok=True)
+        runner = subprocess.Popen(
+            [*command, "--", "-s", "-q"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 300
+        while "NODES-UP" not in (log.read_text() if log.exists() else ""):
+            assert runner.poll() is None and time.monotonic() < deadline, runner.stdout.read()
+            time.sleep(1)
+        running = [n for n in sb.known_nodes().values() if n.alive()]
+        session = int(json.loads((sb.state_dir() / "session.json").read_text())["pid"])
+        assert len(running) == 2 and Path(f"/proc/{session}").exists()
+        runner.send_signal(sig)
+        output = runner.communicate(timeout=200)[0]
+        assert runner.returncode == 2, output
+        assert "every session stopped" in output
+        assert not Path(f"/proc/{session}").exists(), f"pytest session {session} still runs"
+        assert leftovers([n.pid for n in running]) == [], f"after {sig.name}:\n{output}"
+
+
+def test_sandbox_up_and_the_demo_refuse_an_instance_a_test_session_holds(sandbox):
+    """`make sandbox-up` (or a demo) on an instance a test session holds: one clear refusal
+    that names a free instance, exit 2, and nothing of the session's nodes touched."""
+    sandbox(1)  # this session holds its instance now
+    before = [(row["name"], row["pid"]) for row in sb.status()]
+    held = os.environ["SPECDEPLOY_SANDBOX_INSTANCE"]
+    result = subprocess.run(
+        [sys.executable, "-m", "testbed.sandbox", "up", "--nodes", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"sandbox instance {held} is in use by a test session or a demo" in result.stderr
+    assert "SPECDEPLOY_SANDBOX_INSTANCE=" in result.stderr and "Traceback" not in result.stderr
+    assert [(row["name"], row["pid"]) for row in sb.status()] == before
+    with pytest.raises(sb.SandboxError, match=f"sandbox instance {held} .* is held by"):
+        sb.claim_instance(first=0)  # the demo's claim, with the instance forced

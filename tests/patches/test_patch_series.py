@@ -379,3 +379,18 @@ def test_drafter_facts_equal_the_wheel(manifest: Manifest, version: str) -> None
     archs = set(got["eagle3_architectures"])
     assert {"Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3"} <= archs
     assert ("Eagle3DeepseekV3ForCausalLM" in archs) == (version not in PATCH_VERSIONS)
+
+
+def test_a_local_label_is_the_same_release_for_the_patcher(site, manifest: Manifest) -> None:
+    """vLLM's own wheel index names CUDA builds 0.16.0+cu129: the same series applies."""
+    sp = site("0.16.0")
+    info = sp / "vllm-0.16.0.dist-info"
+    meta = info / "METADATA"
+    meta.write_text(meta.read_text().replace("Version: 0.16.0\n", "Version: 0.16.0+cu129\n"))
+    info.rename(sp / "vllm-0.16.0+cu129.dist-info")
+    rc, res = cli_json("apply", "--site-packages", str(sp))
+    assert rc == 0, res
+    assert res["version"] == "0.16.0+cu129" and res["kind"] == "patch"
+    assert res["result"] == "applied" and res["verified"] is True
+    for rel, target in manifest.targets("0.16.0").items():
+        assert sha((sp / rel).read_bytes()) == target["patched_sha256"]

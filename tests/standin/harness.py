@@ -78,6 +78,11 @@ class Standin:
         self.args += extra_args or []
         base_env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
         self.env = dict(base_env, SPECDEPLOY_STANDIN_PROFILE=str(prof_path), **(env or {}))
+        # As on a sandbox node (the unit's PYTHONPATH is the release's toolkit): the stand-in
+        # reads SpeculativeConfig with the toolkit's own extractor.
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (self.env.get("PYTHONPATH"), str(STANDIN.parents[2])) if p
+        )
         self.wait = wait
         self.proc: subprocess.Popen[bytes] | None = None
 

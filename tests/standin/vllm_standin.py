@@ -463,11 +463,14 @@ def spec_rules(root: Path | None) -> tuple[list[str], list[str], str]:
     cls = _class_node(root / "config" / "speculative.py", "SpeculativeConfig")
     if cls is None:
         return default
-    keys = [
-        s.target.id
-        for s in cls.body
-        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
-    ]
+    # The keys pydantic accepts, read by the preflight's own extractor (one reading of
+    # SpeculativeConfig: the stand-in refuses exactly what the deploy refuses).
+    from specdeploy.node.speckeys import extract_fields
+
+    try:
+        keys = extract_fields(ast.unparse(cls))["keys"]
+    except ValueError:
+        keys = []
     allow: list[str] = []
     var = "aux_hidden_states_supported"
     for n in ast.walk(cls):

@@ -3,7 +3,9 @@
 Boots a sandbox node (systemd-nspawn, real sshd on 127.0.0.11), deploys vLLM 0.16.0 with the
 EAGLE-3 patch series and the CI stand-in for the GPU server, re-deploys (changed=0), validates,
 deploys a changed speculative config as a second release, rolls back to the first, and prints
-what happened at each step. Full logs go to build/demo/. Exit codes: 0 ok, 1 a step failed.
+what happened at each step. Full logs go to build/demo/. It takes a free sandbox instance of its
+own (0 first; test sessions use 1 and up) and holds it while it runs. Exit codes: 0 ok, 1 a step
+failed, 2 no free instance.
 """
 
 from __future__ import annotations
@@ -110,14 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the sandbox node running")
     args = parser.parse_args(argv)
     keep = args.keep or os.environ.get("KEEP") == "1"
-    from testbed import sandbox  # the same instance choice as `make sandbox-up`
+    from testbed import sandbox
 
+    try:  # a free instance of its own, held for the whole demo (0 first; never a test's)
+        index, held = sandbox.claim_instance(first=0)
+    except sandbox.SandboxError as error:
+        say(f"cannot start: {error}")
+        return 2
     inventory = str(sandbox.inventory_path().parent)
-    py = [sys.executable, "-m"]
+    address = sandbox.node_address(1)
     try:
-        say("1/7 booting a sandbox GPU node (Debian 12, systemd as PID 1, sshd on 127.0.0.11)")
-        _, s = run("sandbox-up", [*py, "testbed.sandbox", "up", "--nodes", "1"])
-        say(f"    node up in {s:.1f} s; inventory {inventory}/ (host keys pinned)")
+        say(f"1/7 booting a sandbox GPU node (Debian 12, systemd as PID 1, sshd on {address})")
+        start = time.monotonic()
+        try:
+            sandbox.up(1)
+        except sandbox.SandboxError as error:
+            raise StepFailed(f"sandbox-up: {error}") from error
+        s = time.monotonic() - start
+        say(f"    node up in {s:.1f} s (instance {index}); inventory {inventory}/ (keys pinned)")
         run("stage-models", [*PLAYBOOK, "-i", inventory, "tests/playbooks/stage-models.yml"])
 
         say("2/7 ansible-playbook deploy.yml: vLLM 0.16.0 + EAGLE-3 patch series, stand-in server")
@@ -167,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             raise StepFailed(
                 f"rollback serves {back.get('current')}, expected {first.get('current')}"
             )
-        say(f"    and it answers: {completion(sandbox.node_address(1))!r}")
+        say(f"    and it answers: {completion(address)!r}")
 
         say("7/7 make status")
         out, _ = run("status", [*PLAYBOOK, "-i", inventory, "playbooks/status.yml"])
@@ -181,12 +193,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         if keep:
-            say("the node keeps running (KEEP=1); `make sandbox-down` stops it")
-        else:
-            subprocess.run(
-                [*py, "testbed.sandbox", "down"], cwd=REPO, check=False, capture_output=True
+            say(
+                "the node keeps running (KEEP=1); "
+                f"SPECDEPLOY_SANDBOX_INSTANCE={index} make sandbox-down stops it"
             )
+        else:
+            for problem in sandbox.down():
+                say(problem)
             say("sandbox node stopped (KEEP=1 keeps it)")
+        held.close()  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

@@ -162,9 +162,10 @@ def test_d2t_from_sharded_index(tmp_path: Path, manifest) -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "drafter-check"), *args],
+        [sys.executable, "-m", "specdeploy.controller.drafter", *args],
         capture_output=True,
         text=True,
+        cwd=REPO,
         check=False,
     )
 
@@ -241,3 +242,46 @@ def test_cli_inline_config_json_as_the_preflight_role_passes_it() -> None:
     ]
     bad = cli("--vllm-version", "0.16.0", "--target-config-json", "{", "--drafter", str(KIMI))
     assert bad.returncode == 2 and "not valid JSON" in bad.stderr
+
+
+# ------------------------------------------------ what the deploy passes: the node's weights
+
+
+def test_the_deploys_drafter_check_refuses_a_draft_vocab_without_d2t(tmp_path: Path) -> None:
+    """The preflight passes config.json content inline and the probe's reading of the weights'
+    safetensors headers: a reduced draft vocabulary without d2t is an error before the load."""
+    from specdeploy.node.module_utils.specdeploy_weights import drafter_tensors
+
+    d = drafter_dir(tmp_path, "eagle3-llama3.1-8b-yuhuili-like")
+    write_safetensors(d / "model.safetensors", {"fc.weight": ("F16", [4, 3])})
+    args = [
+        "--vllm-version",
+        "0.16.0",
+        "--target-config-json",
+        (LLAMA8B / "config.json").read_text(),
+        "--drafter-config-json",
+        (d / "config.json").read_text(),
+        "--json",
+    ]
+    without = cli(*args, "--drafter-weights-json", json.dumps(drafter_tensors(d)))
+    assert without.returncode == 1
+    errors = [f for f in json.loads(without.stdout)["findings"] if f["level"] == "error"]
+    assert [f["code"] for f in errors] == ["drafter.d2t"]
+    assert "no d2t tensor" in errors[0]["message"] and "model.safetensors" in errors[0]["message"]
+
+    write_safetensors(d / "model.safetensors", {"d2t": ("I64", [32000])})
+    with_d2t = cli(*args, "--drafter-weights-json", json.dumps(drafter_tensors(d)))
+    assert with_d2t.returncode == 0, with_d2t.stdout
+    # No weights on the node to read: the d2t cannot be confirmed, said as a warning.
+    nothing = cli(*args, "--drafter-weights-json", "null")
+    assert nothing.returncode == 0
+    assert "drafter.d2t" in {f["code"] for f in json.loads(nothing.stdout)["findings"]}
+
+
+def test_a_local_label_is_the_same_vllm_for_the_drafter_check(manifest) -> None:
+    plain = run(KIMI, FIX / "kimi-k25-eagle3-aqmedai-like", "0.16.0", manifest)
+    local = run(KIMI, FIX / "kimi-k25-eagle3-aqmedai-like", "0.16.0+cu129", manifest)
+    assert [(f.level, f.code) for f in local.findings] == [
+        (f.level, f.code) for f in plain.findings
+    ]
+    assert "vllm.version_unknown" not in codes(local, "warning")

@@ -37,11 +37,17 @@ def test_make_help_lists_every_target_with_one_line() -> None:
     assert all(len(listed[t].split(None, 1)) == 2 for t in REQUIRED_TARGETS)
 
 
-def test_production_inventory_documents_every_knob() -> None:
-    defaults = yaml.safe_load((REPO / "roles/specdeploy/defaults/main.yml").read_text())
+def test_production_inventory_documents_every_knob_of_every_role(capsys) -> None:
+    """The section is generated from the roles (specdeploy.controller.knobs_doc): stale, this
+    fails and names the missing knob; `python -m specdeploy.controller.knobs_doc --write`."""
+    from specdeploy.controller import knobs_doc
+
+    rc = knobs_doc.main(["--check"])
+    assert rc == 0, capsys.readouterr().err
     documented = (REPO / "inventory/production/group_vars/gpu_nodes.yml").read_text()
-    missing = [k for k in defaults if not re.search(rf"^#? ?{re.escape(k)}:", documented, re.M)]
-    assert not missing, f"knobs missing from the production group_vars: {missing}"
+    for defaults in REPO.glob("roles/*/defaults/main.yml"):
+        for knob in yaml.safe_load(defaults.read_text()) or {}:
+            assert re.search(rf"^# {re.escape(knob)}:", documented, re.M), (defaults, knob)
 
 
 def test_every_knob_has_an_argument_spec() -> None:

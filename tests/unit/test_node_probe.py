@@ -48,6 +48,7 @@ def test_reads_models_current_release_and_free_space_without_changing_anything(t
         "path": str(model),
         "exists": True,
         "content": '{"model_type": "deepseek_v3"}',
+        "provenance": None,
     }
     assert out["model_configs"][1]["exists"] is False
     assert out["current"]["islnk"] is True and out["current"]["target"] == "0.16.0-abc"
@@ -88,3 +89,25 @@ def test_reports_the_platform_of_the_nodes_python_and_an_error_for_a_missing_one
     missing = probe(tmp_path, python=str(tmp_path / "no-python"), **common)["python_platform"]
     assert "no-python" in missing["error"]
     assert probe(tmp_path, **common)["python_platform"] is None
+
+
+def test_reads_the_drafter_tensors_from_the_safetensors_header(tmp_path):
+    import json
+    import struct
+
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text("{}")
+    header = json.dumps(
+        {"d2t": {"dtype": "I64", "shape": [24000], "data_offsets": [0, 0]}, "x": {"shape": [1]}}
+    ).encode()
+    (drafter / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    common = {"release_root": str(tmp_path), "port": 18999, "service": "absent"}
+    result = probe(tmp_path, model_dirs=[str(drafter)], drafter_dir=str(drafter), **common)
+    assert result["drafter_weights"] == {"tensors": {"d2t": [24000]}, "where": "model.safetensors"}
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert (
+        probe(tmp_path, model_dirs=[], drafter_dir=str(bare), **common)["drafter_weights"] is None
+    )
+    assert probe(tmp_path, model_dirs=[], **common)["drafter_weights"] is None

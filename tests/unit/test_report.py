@@ -128,7 +128,7 @@ def test_html_with_history(results, tmp_path):
     )
     assert rc == 0
     page = h.read_text()
-    assert page.count("<svg") == 4  # bars + 3 history plots
+    assert page.count("<svg") == 5  # bars: newest per node + this run; 3 history plots
     assert "Per-position acceptance rate" in page and "position 2" in page
     assert "Mean acceptance length per run" in page
     assert "SpecDecoding metrics: Mean acceptance length:" in page

@@ -67,7 +67,8 @@ def test_wrapper_table_and_json(tmp_path):
     with Standin() as s:
         base = [
             sys.executable,
-            str(ROOT / "scripts" / "spec-check"),
+            "-m",
+            "specdeploy.node.check",
             "all",
             "--base-url",
             s.base_url,
@@ -78,13 +79,13 @@ def test_wrapper_table_and_json(tmp_path):
             "--max-tokens",
             "32",
         ]
-        p = subprocess.run(base, capture_output=True, text=True, timeout=60)
+        p = subprocess.run(base, capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert p.returncode == 0, p.stdout + p.stderr
         lines = p.stdout.splitlines()
         assert lines[0].startswith("specdeploy check all")
         assert any(ln.split()[:2] == ["PASS", "smoke.determinism"] for ln in lines)
         assert lines[-1] == "RESULT: PASS (exit 0)"
-        p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
         d = json.loads(p.stdout)
         assert d["schema"] == "specdeploy.validation/1" and d["exit_code"] == 0
         assert set(d) >= {

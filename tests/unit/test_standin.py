@@ -579,3 +579,32 @@ def test_installed_patched_vllm_serves_with_its_version_and_keys(tmp_path):
     ) as s:
         assert json.loads(get(s.base_url + "/version")[1]) == {"version": "0.16.0"}
         assert "version 0.16.0" in s.log_text()
+
+
+def test_the_stand_in_reads_speculative_config_keys_as_the_preflight_does(tmp_path):
+    """A ClassVar or an init=False field is no key pydantic accepts: the preflight's extractor
+    (specdeploy.node.speckeys) leaves it out, and the stand-in refuses it the same way."""
+    from specdeploy.node.speckeys import extract_fields
+
+    site = _fake_release_site(tmp_path, allow_deepseek=True, eagle3_iface=True)
+    source = site / "vllm" / "config" / "speculative.py"
+    source.write_text(
+        source.read_text().replace(
+            "    disable_by_batch_size: int = None\n",
+            "    disable_by_batch_size: int = None\n"
+            "    registry: ClassVar[dict] = {}\n"
+            "    draft_model_config: object = field(init=False)\n",
+        )
+    )
+    assert "draft_model_config" not in extract_fields(source.read_text())["keys"]
+    s = Standin(
+        model_path=str(_target(tmp_path)),
+        env={"PYTHONPATH": str(site)},
+        spec_config={**SPEC16, "draft_model_config": {}},
+        wait=False,
+    ).start()
+    try:
+        assert s.proc.wait(20) == 1
+    finally:
+        s.stop()
+    assert "draft_model_config\n  Extra inputs are not permitted" in s.log_text()

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.specdeploy_weights import drafter_tensors
 
 DOCUMENTATION = r"""
 module: specdeploy_node_probe
@@ -43,11 +44,17 @@ options:
     description: The Python the release venvs are built with; its platform is reported.
     type: path
     required: false
+  drafter_dir:
+    description: The EAGLE-3 drafter; the names and shapes of its d2t/t2d/fc tensors are read.
+    type: path
+    required: false
 """
 
 RETURN = r"""
 model_configs:
-  description: One entry per model_dirs item, in order (path, exists, content).
+  description: >-
+    One entry per model_dirs item, in order (path, exists, content, and provenance: the
+    directory's specdeploy-drafter.json text or null).
   type: list
   returned: always
 free_kb:
@@ -68,6 +75,12 @@ current:
     each a dict, or null when unreadable.
   type: dict
   returned: always
+drafter_weights:
+  description: >-
+    C(tensors) ({name: shape} of the drafter tensors the drafter check reads, from the
+    safetensors headers, no weights loaded) and C(where); null without drafter_dir or weights.
+  type: dict
+  returned: always
 python_platform:
   description: >-
     C(python) (major.minor), C(machine) and C(glibc) of the given Python, the tags its wheels
@@ -84,13 +97,26 @@ PLATFORM_SCRIPT = (
 )
 
 
-def read_config(directory: str) -> dict:
-    path = os.path.join(directory, "config.json")
+# Written next to a drafter's weights by the drafter pipeline (what it was trained on).
+PROVENANCE_FILE = "specdeploy-drafter.json"
+
+
+def read_text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8") as handle:
-            return {"path": directory, "exists": True, "content": handle.read()}
+            return handle.read()
     except FileNotFoundError:
-        return {"path": directory, "exists": False, "content": ""}
+        return None
+
+
+def read_config(directory: str) -> dict:
+    content = read_text(os.path.join(directory, "config.json"))
+    return {
+        "path": directory,
+        "exists": content is not None,
+        "content": content or "",
+        "provenance": read_text(os.path.join(directory, PROVENANCE_FILE)),
+    }
 
 
 def free_kb(root: str) -> int:
@@ -149,6 +175,7 @@ def main() -> None:
             "port": {"type": "int", "required": True},
             "service": {"type": "str", "required": True},
             "python": {"type": "path", "required": False},
+            "drafter_dir": {"type": "path", "required": False},
         },
         supports_check_mode=True,
     )
@@ -164,6 +191,7 @@ def main() -> None:
         service_main_pid=int(pid_lines[0]) if pid_lines and pid_lines[0].isdigit() else 0,
         current=current_release(params["release_root"]),
         python_platform=python_platform(params["python"]) if params["python"] else None,
+        drafter_weights=drafter_tensors(params["drafter_dir"]) if params["drafter_dir"] else None,
     )
 
 

@@ -15,9 +15,9 @@ import grp
 import os
 import pwd
 import stat
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.specdeploy_fsio import atomic_write
 
 DOCUMENTATION = r"""
 module: specdeploy_files
@@ -78,23 +78,6 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def write_atomically(path: str, content: bytes, uid: int, gid: int, mode: int) -> None:
-    directory = os.path.dirname(path)
-    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".specdeploy-")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chown(temporary, uid, gid)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
 def ensure(item: dict, check: bool) -> dict | None:
     """Make one item so; the diff entry when it changed (or would), else None."""
     path = item["path"]
@@ -120,7 +103,7 @@ def ensure(item: dict, check: bool) -> dict | None:
         raise ValueError(f"{path} exists and is not a regular file")
     if before != content:
         if not check:
-            write_atomically(path, content.encode("utf-8"), uid, gid, mode)
+            atomic_write(path, content.encode("utf-8"), mode, (uid, gid))
         return {
             "before_header": path if before is not None else f"{path} (absent)",
             "after_header": path,

@@ -1,0 +1,111 @@
+"""The drafter checkpoint vLLM loads: a llama-style EAGLE-3 config and its tensor names.
+
+``LlamaForCausalLMEagle3`` (every vLLM the toolkit supports loads it; the GPU tier's drafter
+uses it): one decoder layer ``midlayer.*`` (its q/k/v take 2 x hidden: the normed token
+embedding next to the normed fc output), ``fc`` (3 x target hidden -> hidden), ``norm``,
+``lm_head`` over the draft vocabulary and ``d2t`` (draft id -> target id offset). No
+``embed_tokens``: vLLM shares the target's. The auxiliary layer ids go to the TOP-LEVEL key
+``eagle_aux_hidden_state_layer_ids`` (the only place vLLM 0.15-0.20 reads them).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+ARCHITECTURE = "LlamaForCausalLMEagle3"
+
+
+def drafter_config(
+    target_text_cfg: dict[str, Any], aux_layer_ids: list[int], draft_vocab: int
+) -> dict[str, Any]:
+    h = int(target_text_cfg["hidden_size"])
+    heads = max(1, h // 128)
+    return {
+        "architectures": [ARCHITECTURE],
+        "model_type": "llama",
+        "hidden_size": h,
+        "intermediate_size": int(h * 2.75) // 256 * 256 or 256,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "head_dim": 128,
+        "num_hidden_layers": 1,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": int(target_text_cfg.get("max_position_embeddings", 4096)),
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "attention_bias": False,
+        "vocab_size": int(target_text_cfg["vocab_size"]),
+        "draft_vocab_size": draft_vocab,
+        "target_hidden_size": h,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "bos_token_id": target_text_cfg.get("bos_token_id"),
+        "eos_token_id": target_text_cfg.get("eos_token_id"),
+        "eagle_aux_hidden_state_layer_ids": list(aux_layer_ids),
+        "eagle_config": {
+            "use_aux_hidden_state": True,
+            "eagle_aux_hidden_state_layer_ids": list(aux_layer_ids),
+        },
+    }
+
+
+def tensor_shapes(dcfg: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
+    """Every tensor of the checkpoint: name -> (safetensors dtype, shape)."""
+    h, i = dcfg["hidden_size"], dcfg["intermediate_size"]
+    nh, nkv, hd = dcfg["num_attention_heads"], dcfg["num_key_value_heads"], dcfg["head_dim"]
+    dv, th = dcfg["draft_vocab_size"], dcfg["target_hidden_size"]
+    return {
+        "midlayer.input_layernorm.weight": ("BF16", [h]),
+        "midlayer.hidden_norm.weight": ("BF16", [h]),
+        "midlayer.post_attention_layernorm.weight": ("BF16", [h]),
+        "midlayer.self_attn.q_proj.weight": ("BF16", [nh * hd, 2 * h]),
+        "midlayer.self_attn.k_proj.weight": ("BF16", [nkv * hd, 2 * h]),
+        "midlayer.self_attn.v_proj.weight": ("BF16", [nkv * hd, 2 * h]),
+        "midlayer.self_attn.o_proj.weight": ("BF16", [h, nh * hd]),
+        "midlayer.mlp.gate_proj.weight": ("BF16", [i, h]),
+        "midlayer.mlp.up_proj.weight": ("BF16", [i, h]),
+        "midlayer.mlp.down_proj.weight": ("BF16", [h, i]),
+        "norm.weight": ("BF16", [h]),
+        "fc.weight": ("BF16", [h, 3 * th]),
+        "lm_head.weight": ("BF16", [dv, h]),
+        "d2t": ("I64", [dv]),
+    }
+
+
+def write_config(out: Path, dcfg: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(dcfg, indent=1) + "\n")
+
+
+def write_bootstrap(out: Path, dcfg: dict[str, Any]) -> None:
+    """A loadable drafter of zeros (norm weights one): what the convention check's serving
+    capture starts vLLM with. Its drafts are worthless; the target's states are not."""
+    write_config(out, dcfg)
+    shapes = tensor_shapes(dcfg)
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    off = 0
+    for name, (dtype, shape) in shapes.items():
+        n = {"BF16": 2, "I64": 8}[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    one_bf16 = b"\x80\x3f"
+    with (out / "model.safetensors").open("wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)) + raw)
+        for name, (_, shape) in shapes.items():
+            lo, hi = header[name]["data_offsets"]
+            if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
+                fh.write(one_bf16 * shape[0])
+            else:
+                size = hi - lo
+                while size:
+                    step = min(size, 1 << 24)
+                    fh.write(b"\0" * step)
+                    size -= step

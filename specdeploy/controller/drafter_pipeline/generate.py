@@ -1,0 +1,146 @@
+"""Step 1: responses from the target, through the serving release's OpenAI API.
+
+Each prompt of ``prompts_file`` goes to ``POST {serve_url}/v1/completions`` (the served model,
+``temperature``, ``max_tokens``, ``return_token_ids``: vLLM then returns the prompt's and the
+response's token ids, so extraction sees exactly the tokens the target produced). Responses
+are written per chunk of ``chunk_size`` prompts (``generate/chunk-NNNNN.jsonl``, atomically);
+a rerun sends only the prompts of missing chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from specdeploy.controller.drafter_pipeline.config import Config
+from specdeploy.controller.drafter_pipeline.workdir import (
+    Progress,
+    StepState,
+    atomic_write_bytes,
+    chunk_name,
+)
+
+STEP = "generate"
+SUFFIX = ".jsonl"
+RETRIES = 3
+
+
+class GenerateError(RuntimeError):
+    pass
+
+
+def read_prompts(cfg: Config) -> list[str]:
+    path = Path(cfg.prompts_file)
+    prompts: list[str] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as exc:
+        raise GenerateError(f"prompts_file {path} not found") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise GenerateError(f"{path}:{n}: not JSON: {exc}") from exc
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str):
+            raise GenerateError(f'{path}:{n}: expected {{"prompt": "..."}}')
+        prompts.append(obj["prompt"])
+    if cfg.max_prompts:
+        prompts = prompts[: cfg.max_prompts]
+    if not prompts:
+        raise GenerateError(f"{path}: no prompts")
+    return prompts
+
+
+def complete(cfg: Config, index: int, prompt: str, timeout: float = 600.0) -> dict[str, Any]:
+    body = {
+        "model": cfg.served_model_name,
+        "prompt": prompt,
+        "max_tokens": cfg.max_tokens,
+        "temperature": cfg.temperature,
+        "return_token_ids": True,
+    }
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    url = cfg.serve_url.rstrip("/") + "/v1/completions"
+    last = ""
+    for attempt in range(RETRIES):
+        req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                obj = json.loads(resp.read())
+            choice = obj["choices"][0]
+            return {
+                "index": index,
+                "prompt": prompt,
+                "text": choice.get("text") or "",
+                "finish_reason": choice.get("finish_reason"),
+                "prompt_token_ids": choice.get("prompt_token_ids") or obj.get("prompt_token_ids"),
+                "token_ids": choice.get("token_ids"),
+                "usage": obj.get("usage"),
+            }
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}"
+            if exc.code < 500:
+                break
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+            last = repr(exc)
+        time.sleep(min(0.5 * 2**attempt, 10))
+    raise GenerateError(f"prompt {index}: {url} failed after {RETRIES} tries: {last}")
+
+
+def run(cfg: Config, workdir: Path) -> dict[str, Any]:
+    state = StepState(workdir, STEP)
+    if state.done:
+        return state.result
+    prompts = read_prompts(cfg)
+    state.begin(cfg.inputs_hash(STEP))
+    n_chunks = (len(prompts) + cfg.chunk_size - 1) // cfg.chunk_size
+    have = {i for i in range(n_chunks) if (state.dir / chunk_name(i, SUFFIX)).is_file()}
+    done_prompts = sum(min(cfg.chunk_size, len(prompts) - i * cfg.chunk_size) for i in have)
+    prog = Progress(STEP, len(prompts), "prompts", done=done_prompts)
+    state.update(chunks=n_chunks, prompts=len(prompts))
+    with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
+        for ci in range(n_chunks):
+            if ci in have:
+                continue
+            lo = ci * cfg.chunk_size
+            batch = prompts[lo : lo + cfg.chunk_size]
+            recs = list(pool.map(lambda a: complete(cfg, a[0], a[1]), enumerate(batch, lo)))
+            data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs)
+            atomic_write_bytes(state.dir / chunk_name(ci, SUFFIX), data.encode())
+            prog.advance(len(batch), f"chunk {ci + 1}/{n_chunks} written")
+    result = summarize(state.dir, n_chunks)
+    state.finish(result)
+    return result
+
+
+def records(step_dir: Path) -> list[dict[str, Any]]:
+    """Every response, in prompt order (all chunks)."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(step_dir.glob("chunk-*" + SUFFIX)):
+        out.extend(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
+    return out
+
+
+def summarize(step_dir: Path, n_chunks: int) -> dict[str, Any]:
+    recs = records(step_dir)
+    with_ids = [r for r in recs if r.get("token_ids") is not None]
+    return {
+        "chunks": n_chunks,
+        "responses": len(recs),
+        "response_token_ids_returned": len(with_ids),
+        "completion_tokens": sum(
+            ((r.get("usage") or {}).get("completion_tokens") or 0) for r in recs
+        ),
+        "prompt_tokens": sum(((r.get("usage") or {}).get("prompt_tokens") or 0) for r in recs),
+    }

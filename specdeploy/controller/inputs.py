@@ -1,0 +1,150 @@
+"""The deploy's input checks that need the toolkit's knowledge, on the controller, before any
+node is touched: the vLLM version against the patch manifest, the speculative config's keys
+against that version's SpeculativeConfig, the drafter as one knob, and a forced attention
+backend against speculation.
+
+    python -m specdeploy.controller.inputs --vllm-version 0.16.0+cu129 \
+        --speculative-config-json '{"method": "eagle3", "num_speculative_tokens": 3}' \
+        --drafter-path /srv/models/Kimi-K2.5-eagle3 [--no-speculation] \
+        [--attention-backend NAME] [--manifest PATH] [--json]
+
+A version with a local label (``0.16.0+cu129``, as vLLM's wheel index names CUDA builds) is the
+release ``0.16.0`` here, in the patcher and in the drafter check (patches.public_version).
+The drafter is ``specdeploy_drafter_path`` alone: the served ``--speculative-config`` takes its
+``model`` from it; a ``model`` key in ``specdeploy_speculative_config`` that names another
+directory is refused (the checked drafter would not be the served one).
+
+Exit codes: 0 the inputs are fine, 1 an input is refused (each finding names the knob),
+2 usage or environment error (bad JSON, no manifest). ``--json`` prints the findings and the
+manifest's entry for the version (the release plan reads it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from specdeploy.node.attention import is_mla_backend
+from specdeploy.node.patches import Manifest, UsageError
+from specdeploy.node.versions import public_version
+
+
+def check(
+    manifest: Manifest,
+    vllm_version: str,
+    speculative_config: dict[str, Any],
+    drafter_path: str,
+    speculation: bool,
+    attention_backend: str,
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """(errors, facts): each error is {"knob", "message"}; facts describe the version."""
+    errors: list[dict[str, str]] = []
+    kind = manifest.kind(vllm_version)
+    entry = manifest.entry(vllm_version)
+    facts = {
+        "version": vllm_version,
+        "release": public_version(vllm_version),
+        "kind": kind,
+        "native": kind == "native",
+        "entry": entry,
+    }
+    if kind == "unsupported":
+        errors.append(
+            {
+                "knob": "specdeploy_vllm_version",
+                "message": f"specdeploy_vllm_version={vllm_version} is not supported: patch series "
+                f"exist for {', '.join(manifest.patch_versions())}; {manifest.native_from} and "
+                "later support EAGLE-3 on DeepSeek-V3/Kimi natively.",
+            }
+        )
+    if not speculation:
+        return errors, facts
+    allowed = list(entry.get("speculative_config_keys") or [])
+    unknown = [k for k in speculative_config if allowed and k not in allowed]
+    if unknown:
+        errors.append(
+            {
+                "knob": "specdeploy_speculative_config",
+                "message": f"specdeploy_speculative_config has keys that vLLM {vllm_version}'s "
+                f"SpeculativeConfig does not accept: {', '.join(unknown)}. "
+                f"Allowed: {', '.join(allowed)}.",
+            }
+        )
+    model = speculative_config.get("model")
+    if model is not None and str(model).rstrip("/") != drafter_path.rstrip("/"):
+        errors.append(
+            {
+                "knob": "specdeploy_speculative_config",
+                "message": f"specdeploy_speculative_config.model={model} is not "
+                f"specdeploy_drafter_path={drafter_path}: the drafter is one knob. Set "
+                "specdeploy_drafter_path (the served --speculative-config takes its model "
+                "from it) and leave model out of specdeploy_speculative_config.",
+            }
+        )
+    if attention_backend and is_mla_backend(attention_backend):
+        errors.append(
+            {
+                "knob": "specdeploy_attention_backend",
+                "message": f"specdeploy_attention_backend={attention_backend} is an MLA-only "
+                "backend, and vLLM applies --attention-backend to the EAGLE-3 drafter too: a "
+                'llama-style drafter then fails to load ("non-MLA not supported"). Leave '
+                "specdeploy_attention_backend empty (vLLM picks TRITON_MLA on SM120 by itself) "
+                "or disable speculation.",
+            }
+        )
+    return errors, facts
+
+
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: not JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag}: not a JSON object")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="spec-inputs",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--vllm-version", required=True)
+    ap.add_argument("--speculative-config-json", default="{}")
+    ap.add_argument("--drafter-path", default="")
+    ap.add_argument("--no-speculation", action="store_true", help="speculation is disabled")
+    ap.add_argument("--attention-backend", default="")
+    ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        manifest = Manifest.load(args.manifest)
+        spec = _json_object(args.speculative_config_json, "--speculative-config-json")
+    except UsageError as exc:
+        print(f"spec-inputs: error: {exc}", file=sys.stderr)
+        return 2
+    errors, facts = check(
+        manifest,
+        args.vllm_version,
+        spec,
+        args.drafter_path,
+        not args.no_speculation,
+        args.attention_backend,
+    )
+    if args.json:
+        print(json.dumps({"ok": not errors, "errors": errors, "vllm": facts}, indent=2))
+    else:
+        for e in errors:
+            print(f"error: {e['message']}")
+        if not errors:
+            print(f"inputs ok (vLLM {facts['release']}, {facts['kind']})")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Running every check and the command line (gpu-doctor, python -m specdeploy.node.doctor)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specdeploy.node.doctor.checks_gpu import (
+    check_count,
+    check_driver,
+    check_ecc,
+    check_gpus,
+    check_kernel_modules,
+    check_model,
+    check_persistence,
+    check_processes,
+    check_xid,
+)
+from specdeploy.node.doctor.checks_host import check_disk, check_models, check_shm
+from specdeploy.node.doctor.checks_pcie import check_pcie
+from specdeploy.node.doctor.derive import derive
+from specdeploy.node.doctor.model import PASS, Options, Report, UsageError, render_text
+from specdeploy.node.doctor.parse import version_tuple
+from specdeploy.node.doctor.probe import Probe
+
+
+def run(options: Options) -> Report:
+    if not Path(options.root).is_dir():
+        raise UsageError(f"--root {options.root}: not a directory")
+    probe = Probe(options)
+    report = Report()
+    gpus, apps = check_gpus(report, probe)
+    if gpus or report.checks[-1].status == PASS:
+        check_count(report, probe, gpus)
+        check_model(report, probe, gpus)
+        check_driver(report, probe, gpus)
+        check_kernel_modules(report, probe, gpus)
+        check_persistence(report, gpus)
+        check_processes(report, probe, gpus, apps)
+        check_ecc(report, probe, gpus)
+    p2p = check_pcie(report, probe, gpus) if gpus else None
+    check_xid(report, probe, gpus)
+    check_shm(report, probe)
+    check_disk(report, probe)
+    check_models(report, probe)
+    derive(report, options, gpus, p2p)
+    return report
+
+
+def parse_free_disk(value: str) -> tuple[str, float]:
+    path, sep, gb = value.rpartition("=")
+    try:
+        if not sep or not path:
+            raise ValueError
+        return path, float(gb)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected PATH=GB") from None
+
+
+def parse_model_dir(value: str) -> tuple[str, str]:
+    path, _, manifest = value.partition("=")
+    if not path:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected DIR or DIR=MANIFEST")
+    return path, manifest
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpu-doctor", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    p.add_argument("--expected-gpus", type=int, default=8)
+    p.add_argument("--expected-model", default="RTX PRO 6000", help="substring of the GPU name")
+    p.add_argument("--expected-compute-cap", default="12.0", help="'' accepts any (uniform)")
+    p.add_argument("--vllm-version", default="", help="picks the minimum driver")
+    p.add_argument("--min-driver", default="", help="override the minimum driver version")
+    p.add_argument(
+        "--service-user", action="append", default=[], help="GPU processes of this user are ours"
+    )
+    p.add_argument("--max-idle-memory-mib", type=int, default=2048)
+    p.add_argument("--kernel-log", default="", help="read Xids from this file")
+    p.add_argument("--root", default="/", help="prefix for /sys, /proc/cmdline, /dev/shm")
+    p.add_argument(
+        "--free-disk", type=parse_free_disk, action="append", default=[], metavar="PATH=GB"
+    )
+    p.add_argument(
+        "--model-dir", type=parse_model_dir, action="append", default=[], metavar="DIR[=MANIFEST]"
+    )
+    p.add_argument("--verify-checksums", action="store_true", help="hash files the manifest lists")
+    p.add_argument("--min-shm-gb", type=float, default=8.0)
+    p.add_argument("--shm-path", default="/dev/shm")
+    p.add_argument("--require-p2p", action="store_true", help="ACS/IOMMU blocking P2P fails")
+    p.add_argument("--nccl-p2p", choices=("auto", "on", "off"), default="auto")
+    p.add_argument("--attention-backend", default="", help="override the derived backend")
+    p.add_argument("--nvidia-smi", default="nvidia-smi")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return 0 if exit_.code == 0 else 2
+    options = Options(
+        expected_gpus=args.expected_gpus,
+        expected_model=args.expected_model,
+        expected_compute_cap=args.expected_compute_cap,
+        vllm_version=args.vllm_version,
+        min_driver=args.min_driver,
+        service_users=tuple(args.service_user) or ("vllm",),
+        max_idle_memory_mib=args.max_idle_memory_mib,
+        kernel_log=args.kernel_log,
+        root=args.root,
+        free_disk=tuple(args.free_disk),
+        model_dirs=tuple(args.model_dir),
+        verify_checksums=args.verify_checksums,
+        min_shm_gb=args.min_shm_gb,
+        shm_path=args.shm_path,
+        require_p2p=args.require_p2p,
+        nccl_p2p=args.nccl_p2p,
+        attention_backend=args.attention_backend,
+        nvidia_smi=args.nvidia_smi,
+    )
+    try:
+        for text in (options.min_driver, options.vllm_version):
+            if text:
+                version_tuple(text)
+        report = run(options)
+    except (UsageError, ValueError) as error:
+        print(f"gpu-doctor: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_dict(), indent=2) if args.json else render_text(report))
+    return 1 if report.failed else 0

@@ -1,0 +1,114 @@
+"""The validation result (``specdeploy.validation/1``, docs/validation-schema.md): built here
+and nowhere else.
+
+``spec-check`` (specdeploy.node.check) fills one after measuring. When nothing could be
+measured at all (the checker died before writing, the node was unreachable, its play failed),
+the roles call this module's CLI for the same shape with ``status: error`` and exit code 2, so
+the reports and the history never meet a hand-built copy:
+
+    python -m specdeploy.node.result not-measured --node NAME --reason TEXT \
+        [--release ID] [--base-url URL] [--served-model-name NAME] [--out FILE [--keep]]
+
+It prints the result as JSON; ``--out`` writes it too (``--keep``: only where no result is).
+Exit codes: 0 written, 2 usage or environment error (an unwritable --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+
+SCHEMA = "specdeploy.validation/1"
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def new_result(
+    mode: str,
+    node: str,
+    release: str | None,
+    base_url: str,
+    served_model_name: str,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A result before anything is measured: passing, nothing filled in yet."""
+    return {
+        "schema": SCHEMA,
+        "run_id": uuid.uuid4().hex,
+        "mode": mode,
+        "status": "pass",
+        "exit_code": 0,
+        "reasons": [],
+        "node": node,
+        "release": release,
+        "labels": dict(labels or {}),
+        "base_url": base_url,
+        "served_model_name": served_model_name,
+        "server_version": None,
+        "started_at": now(),
+        "finished_at": None,
+        "duration_s": None,
+        "smoke": None,
+        "acceptance": None,
+        "gates": None,
+    }
+
+
+def not_measured(
+    node: str,
+    reason: str,
+    release: str | None = None,
+    base_url: str = "",
+    served_model_name: str = "",
+) -> dict[str, Any]:
+    """The result of a run that measured nothing: status error, exit code 2, the reason."""
+    result = new_result("all", node, release, base_url, served_model_name)
+    result.update(
+        status="error",
+        exit_code=2,
+        reasons=[f"could not measure: {reason}"],
+        finished_at=result["started_at"],
+        duration_s=0,
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="spec-result", description=__doc__.split("\n")[0])
+    ap.add_argument("kind", choices=["not-measured"], help="which result to build")
+    for flag, required, default, meaning in (
+        ("--node", True, None, "the node's inventory name"),
+        ("--reason", True, None, "why nothing could be measured"),
+        ("--release", False, None, "the release id ('' or absent: unknown)"),
+        ("--base-url", False, "", "where the server would answer"),
+        ("--served-model-name", False, "", "the model name it would serve"),
+    ):
+        ap.add_argument(flag, required=required, default=default, help=meaning)
+    ap.add_argument("--out", type=Path, help="also write it here (atomically)")
+    ap.add_argument("--keep", action="store_true", help="leave an existing --out as it is")
+    args = ap.parse_args(argv)
+    result = not_measured(
+        args.node, args.reason, args.release or None, args.base_url, args.served_model_name
+    )
+    text = json.dumps(result, indent=2)
+    if args.out is not None and not (args.keep and args.out.exists()):
+        try:
+            atomic_write(args.out, text + "\n", mode=0o644)
+        except OSError as exc:
+            print(f"spec-result: error: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Device calls of the moe-big speed-up sweep and load-time table (docs/speedup-gpu.md,
+# docs/load-times.md). Run in the repo root on the GPU machine as
+#   bash CODE/tests/gpu/moe_call.sh STEP
+# where CODE is a copy of this branch's code (.gpu-stage/code, carried; see tests/gpu/README.md).
+#   1     stage vLLM part 1; build the moe-big target + bigram drafter IN THE BACKGROUND
+#         (setsid: it outlives the call while the machine stays warm)
+#   2     stage part 2; show the build's progress
+#   3     stage part 3 + dependencies + the optional loaders' wheels (CODE/../xwhl), unpack
+#         vLLM into /tmp/site, wait for the build, start moe_sweep.py with $PLAN in the
+#         background, then wait like `wait`
+#   wait  wait up to WAIT_S seconds (default 540) for the plan, then pack what it has;
+#         STOP=1 first asks the plan to stop after the run in progress
+# BUILD_ARGS and SWEEP_ARGS pass more arguments to build_models.py and moe_sweep.py (CPU dry
+# runs: BUILD_ARGS="--shape tiny" SWEEP_ARGS="--pythonpath FAKE --no-drop-caches ...").
+# Every call packs /tmp/moe-out into $OUT/moe-STEP.tgz (results.json, engine logs, /metrics).
+set -u
+export PYTHONUNBUFFERED=1
+STEP=${1:?step}
+CODE=$(cd "$(dirname "$0")/../.." && pwd)
+STAGE=$PWD/.gpu-stage
+W=/tmp/gpu-tier
+RES=/tmp/moe-out
+OUTD=${OUT:-/tmp/moe-call-out}
+mkdir -p "$W/stage" "$RES" "$OUTD"
+T0=$(date +%s)
+el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+PLAN=${PLAN:-"nospec:sweep spec-k3:sweep spec-k1:sweep spec-k5:sweep nospec:load:drop nospec:load:warm nospec-fastsafetensors:load:drop nospec-prefetch:load:drop spec-k2:sweep spec-k4:sweep nospec-multithread:load:drop nospec-runai:load:drop"}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+pack() {
+  cp -f "$W/build.log" "$W/models/models.json" "$RES/" 2>/dev/null
+  tar czf "$OUTD/moe-$STEP.tgz" -C "$RES" . && el "packed $(du -h "$OUTD/moe-$STEP.tgz" | cut -f1)"
+}
+
+wait_plan() {  # wait_plan SECONDS_FROM_CALL_START
+  local until=$1 seen=0
+  while [ $(( $(date +%s) - T0 )) -lt "$until" ]; do
+    if [ -f "$RES/sweep.log" ]; then
+      local n; n=$(wc -l < "$RES/sweep.log")
+      [ "$n" -gt "$seen" ] && { sed -n "$((seen + 1)),${n}p" "$RES/sweep.log"; seen=$n; }
+    fi
+    [ -f "$RES/DONE" ] && { el "plan done"; return 0; }
+    sleep 2
+  done
+  el "plan still running (call deadline)"
+}
+
+case $STEP in
+1)
+  cp "$STAGE"/p1/vllm-trim.zip.part-* "$W/stage/" && el "part 1 staged"
+  nvidia-smi -L; df -h /tmp | tail -1; free -g | head -2
+  setsid bash -c "python3 '$CODE/tests/gpu/build_models.py' '$W/models' ${BUILD_ARGS:---shape moe-big} \
+    > '$W/build.log' 2>&1; echo \$? > '$W/build.rc'" < /dev/null > /dev/null 2>&1 &
+  el "moe-big build started in the background"
+  ;;
+2)
+  cp "$STAGE"/p2/vllm-trim.zip.part-* "$W/stage/" && el "part 2 staged"
+  grep -v "Writing model shards" "$W/build.log" | tail -5; cat "$W/build.rc" 2>/dev/null
+  ls -la "$W/models/target" 2>/dev/null | tail -4; df -h /tmp | tail -1
+  ;;
+3)
+  cp "$STAGE"/p3/vllm-trim.zip.part-* "$W/stage/"
+  cat "$W"/stage/vllm-trim.zip.part-aa "$W"/stage/vllm-trim.zip.part-ab "$W"/stage/vllm-trim.zip.part-ac > "$W/stage/vllm-trim.zip" || exit 11
+  (cd "$W/stage" && sha256sum -c "$STAGE/p3/SHA256SUMS") || { echo "vllm zip sha256 MISMATCH"; exit 12; }
+  (cd "$STAGE/p3/deps" && sha256sum -c --quiet ../deps.sha256) || { echo "deps sha256 MISMATCH"; exit 12; }
+  WH=$(ls "$STAGE"/p3/deps/*.whl)
+  # keep the image's typing_extensions when it is new enough for pydantic (>= 4.14.1)
+  python3 -c "import sys,importlib.metadata as m;from packaging.version import Version as V;sys.exit(0 if V(m.version('typing_extensions'))>=V('4.14.1') else 1)" && WH=$(echo "$WH" | grep -v typing_extensions)
+  XW=$(ls "$STAGE"/xwhl/*.whl 2>/dev/null)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $WH $XW 2>&1 | grep -v "WARNING: Target directory" | tail -5
+  python3 -c "import zipfile;zipfile.ZipFile('$W/stage/vllm-trim.zip').extractall('/tmp/site')" || exit 13
+  rm -f "$W"/stage/vllm-trim.zip*; el "vllm 0.20.2 unpacked into /tmp/site (+ $(echo $XW | wc -w) loader wheels)"
+  while [ ! -f "$W/build.rc" ] && [ $(( $(date +%s) - T0 )) -lt 300 ]; do sleep 2; done
+  grep -v "Writing model shards" "$W/build.log" | tail -3
+  [ "$(cat "$W/build.rc" 2>/dev/null)" = 0 ] || { el "model build failed"; pack; exit 15; }
+  du -sh "$W/models/target" "$W/models/drafter"; df -h /tmp | tail -1
+  args=(); for r in $PLAN; do args+=(--run "$r"); done
+  setsid bash -c "cd '$CODE' && python3 tests/gpu/moe_sweep.py --units '$CODE/units-moe' --out '$RES' \
+    ${args[*]} ${SWEEP_ARGS:-} > '$RES/sweep.log' 2>&1; touch '$RES/DONE'" < /dev/null > /dev/null 2>&1 &
+  el "plan started: $PLAN"
+  wait_plan "${CALL_S:-560}"
+  pack
+  ;;
+wait)
+  [ -d /tmp/site/vllm ] || { echo "/tmp/site/vllm missing: the machine was not kept warm"; exit 14; }
+  [ -n "${STOP:-}" ] && touch /tmp/moe-stop
+  wait_plan "${WAIT_S:-540}"
+  pack
+  ;;
+*) echo "unknown step $STEP"; exit 2 ;;
+esac
+el "call $STEP done"

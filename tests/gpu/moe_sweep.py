@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""Speed-up sweep and load-time runs on the moe-big target, from the toolkit's rendered units.
+
+Runs ON the GPU machine (stdlib + the toolkit's node code; vLLM unpacked on PYTHONPATH), in the
+background across several device calls (tests/gpu/moe_call.sh). For each ``--run`` in order:
+
+``UNIT:sweep``   start the unit (as driver.py does: its ExecStart and environment, only the
+                 program substituted), time it to /health, the toolkit's smoke check, then
+                 ``specdeploy.node.loadgen`` at every level (streamed requests, chat endpoint
+                 unless the server refuses it) with the spec-decode counters of ``/metrics``
+                 read before and after each level (``specdeploy.node.metrics``: per-level mean
+                 acceptance length and per-position acceptance); for a speculative unit also
+                 the toolkit's ``check acceptance`` (c=1); save ``/metrics``; stop.
+``UNIT:load:drop`` drop the page cache (``echo 3 > /proc/sys/vm/drop_caches``), start, time it
+                 to /health, stop: start-to-ready and the engine log's load phases, cold.
+``UNIT:load:warm`` drop the page cache, read the checkpoint ahead with
+                 ``posix_fadvise(WILLNEED)`` (timed until every byte is resident), then start.
+
+Writes OUT/results.json after every run (schema: docs/speedup-gpu.md) and OUT/runs/TAG/
+(engine.log, metrics.txt, smoke.json, acceptance.json). A run that would end after
+``--deadline-s`` is skipped; so is everything after the file ``--stop-file`` appears.
+
+    python3 tests/gpu/moe_sweep.py --units units-moe --out /tmp/moe-out \\
+        --run nospec:sweep --run spec-k3:sweep --run nospec:load:drop --deadline-s 900
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import driver  # noqa: E402  (tests/gpu/driver.py: unit parsing, start/stop, toolkit checks)
+
+from specdeploy.node import engine_log, loadgen, metrics  # noqa: E402
+
+REPO = driver.REPO
+T0 = time.monotonic()
+WEIGHTS_RE = re.compile(r"Loading weights took (?P<v>[0-9.]+) seconds")
+ESTIMATE_S = {"sweep": 150.0, "load": 80.0}  # skip a run when less than this is left
+NO_DROP = [False]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", flush=True)
+
+
+def meminfo_cached_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("Cached:"):
+                return round(int(line.split()[1]) / 2**20, 2)
+    except OSError:
+        pass
+    return None
+
+
+def drop_page_cache() -> dict:
+    if NO_DROP[0]:  # CPU dry runs on a shared machine
+        return {"dropped": False, "error": "--no-drop-caches"}
+    before = meminfo_cached_gib()
+    subprocess.run(["sync"], check=False)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        ok, err = True, None
+    except OSError as e:
+        ok, err = False, repr(e)
+    return {
+        "dropped": ok,
+        "error": err,
+        "cached_gib_before": before,
+        "cached_gib_after": meminfo_cached_gib(),
+    }
+
+
+def model_files(dirs: list[str]) -> list[str]:
+    out: list[str] = []
+    for d in dirs:
+        out += sorted(glob.glob(os.path.join(d, "*.safetensors")))
+    return out
+
+
+def read_ahead(files: list[str]) -> dict:
+    """posix_fadvise(WILLNEED) on every file (one thread each: the kernel queues the reads),
+    then a sequential read that returns once every byte is resident: the read-ahead's cost."""
+    t = time.monotonic()
+
+    def advise(path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)
+
+    ths = [threading.Thread(target=advise, args=(f,)) for f in files]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    t_advise = time.monotonic() - t
+    total = 0
+    buf = bytearray(16 << 20)
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while n := fh.readinto(buf):
+                total += n
+    t_all = time.monotonic() - t
+    return {
+        "files": len(files),
+        "bytes": total,
+        "fadvise_return_s": round(t_advise, 2),
+        "resident_s": round(t_all, 2),
+        "gb_per_s": round(total / t_all / 1e9, 2) if t_all > 0 else None,
+        "cached_gib_after": meminfo_cached_gib(),
+    }
+
+
+def cold_read(files: list[str]) -> dict:
+    """Plain sequential read after a drop: the disk's own speed, for the extrapolation."""
+    drop = drop_page_cache()
+    t = time.monotonic()
+    total = 0
+    buf = bytearray(16 << 20)
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while n := fh.readinto(buf):
+                total += n
+    s = time.monotonic() - t
+    return {"drop": drop, "bytes": total, "s": round(s, 2), "gb_per_s": round(total / s / 1e9, 2)}
+
+
+def spec_snapshot(base: str, name: str) -> metrics.SpecSnapshot | None:
+    try:
+        return metrics.snapshot(driver.http(base, "GET", "/metrics", timeout=30)[1], name)
+    except (urllib.error.URLError, OSError, metrics.MetricsError):
+        return None
+
+
+def acceptance_between(a: metrics.SpecSnapshot | None, b: metrics.SpecSnapshot | None) -> dict:
+    if a is None or b is None or not b.present:
+        return {"present": False}
+    try:
+        d = metrics.delta(a, b, elapsed_s=0.0)
+    except metrics.CounterReset as e:
+        return {"present": True, "error": f"counter reset: {e.details}"}
+    return {
+        "present": True,
+        "num_drafts": d.num_drafts,
+        "num_draft_tokens": d.num_draft_tokens,
+        "num_accepted_tokens": d.num_accepted_tokens,
+        "mean_acceptance_length": d.mean_acceptance_length,
+        "draft_acceptance_rate": d.draft_acceptance_rate,
+        "per_position": d.per_position_rate,
+    }
+
+
+def choose_endpoint(base: str, name: str, prompts: list[list[dict]]) -> tuple[str, str | None]:
+    """chat when the server applies a chat template, else completions (with the reason)."""
+    url = base + loadgen.ENDPOINTS["chat"]
+    body = loadgen._request_body(
+        "chat", name, prompts[0], {"max_tokens": 4, "temperature": 0.0, "ignore_eos": True}
+    )
+    try:
+        loadgen.stream_one(url, body, "chat", {"Content-Type": "application/json"}, 60)
+        return "chat", None
+    except loadgen.LoadgenError as e:
+        return "completions", str(e)
+
+
+def sweep(base: str, name: str, a: argparse.Namespace, state: dict, rd: Path) -> dict:
+    out: dict = {}
+    prompts = loadgen.load_prompts_file(loadgen.default_prompts_file())
+    if "endpoint" not in state:
+        state["endpoint"], state["endpoint_fallback"] = choose_endpoint(base, name, prompts)
+        log(f"endpoint {state['endpoint']} ({state['endpoint_fallback']})")
+    out["endpoint"] = state["endpoint"]
+    out["endpoint_fallback"] = state["endpoint_fallback"]
+    levels = []
+    first = True
+    s_start = spec_snapshot(base, name)
+    for c in a.levels:
+        low = c <= 4
+        before = spec_snapshot(base, name)
+        t = time.monotonic()
+        try:
+            (res,) = loadgen.measure_levels(
+                base,
+                name,
+                [c],
+                prompts=prompts,
+                max_tokens=a.max_tokens,
+                repeats=a.repeats_low if low else a.repeats_high,
+                min_window_s=a.window_low_s if low else a.window_high_s,
+                endpoint=state["endpoint"],
+                warmup_requests=2 if first else 0,
+            )
+        except loadgen.LoadgenError as e:
+            levels.append({"concurrency": c, "error": str(e)})
+            log(f"  c={c}: ERROR {e}")
+            continue
+        first = False
+        row = loadgen.to_dict(res)
+        row["measure_s"] = round(time.monotonic() - t, 2)
+        row["acceptance"] = acceptance_between(before, spec_snapshot(base, name))
+        levels.append(row)
+        acc = row["acceptance"]
+        log(
+            f"  c={c}: {res.output_tps:.0f} tok/s {res.repeats_tps} spread {res.spread:.1%} "
+            f"ttft {res.ttft_p50_s * 1e3:.0f}/{res.ttft_p99_s * 1e3:.0f} ms "
+            f"itl {res.itl_p50_s * 1e3:.1f}/{res.itl_p99_s * 1e3:.1f} ms "
+            f"MAL {acc.get('mean_acceptance_length')} pos {acc.get('per_position')}"
+        )
+    out["levels"] = levels
+    out["acceptance_whole_sweep"] = acceptance_between(s_start, spec_snapshot(base, name))
+    return out
+
+
+def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, state: dict):
+    rd = Path(a.out) / "runs" / tag
+    rd.mkdir(parents=True, exist_ok=True)
+    unit_dir = Path(a.units) / unit
+    expect = json.loads((unit_dir / "expect.json").read_text())
+    c = driver.build_command(unit_dir, a.python, a.pythonpath)
+    env = c.pop("env")
+    r: dict = {"tag": tag, "unit": unit, "kind": kind, "cache": cache, "expect": expect}
+    r["command"] = c
+    argv = c["argv"]
+    port = driver.flag_value(argv, "--port") or "8000"
+    host = driver.flag_value(argv, "--host") or "127.0.0.1"
+    name = driver.flag_value(argv, "--served-model-name") or expect["served_model_name"]
+    base = f"http://{host}:{port}"
+    model = argv[argv.index("serve") + 1]  # vllm serve MODEL ...
+    files = model_files([model] + ([a.drafter] if expect.get("spec") else []))
+    if kind == "load" and cache == "drop":
+        r["page_cache"] = {"mode": "dropped", **drop_page_cache()}
+    elif kind == "load" and cache == "warm":
+        r["page_cache"] = {"mode": "read-ahead", "drop": drop_page_cache(), **read_ahead(files)}
+    else:
+        r["page_cache"] = {
+            "mode": "as left by the previous run",
+            "cached_gib": meminfo_cached_gib(),
+        }
+    log(f"[{tag}] page cache {r['page_cache']}")
+    if driver.gpu_apps():
+        r["gpu_busy_before_start"] = driver.gpu_apps()
+    logf = driver.Log(rd / "engine.log")
+    log(f"[{tag}] start: {' '.join(argv)[:300]}")
+    t_start = time.monotonic()
+    p = subprocess.Popen(
+        argv,
+        stdout=open(logf.path, "w"),  # noqa: SIM115 (the child keeps it)
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd="/tmp",
+        start_new_session=True,
+    )
+    ready = None
+    while p.poll() is None and time.monotonic() - t_start < a.start_timeout_s:
+        try:
+            if driver.http(base, "GET", "/health", timeout=2)[0] == 200:
+                ready = time.monotonic() - t_start
+                break
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    r["ready"] = ready is not None
+    r["server_start_s"] = round(ready, 2) if ready is not None else None
+    log(f"[{tag}] ready={r['ready']} start={r['server_start_s']}s rc={p.poll()}")
+    chk_env = dict(os.environ, PYTHONPATH=str(REPO))
+    try:
+        if ready is not None and kind == "sweep":
+            r["smoke"] = driver.check_cli(
+                ["smoke", "--base-url", base, "--served-model-name", name, "--wait-ready", "60"],
+                rd / "smoke.json",
+                120,
+                chk_env,
+            )
+            off = logf.size()
+            r["sweep"] = sweep(base, name, a, state, rd)
+            if expect.get("spec"):
+                r["acceptance_check"] = driver.check_cli(
+                    [
+                        "acceptance",
+                        "--base-url",
+                        base,
+                        "--served-model-name",
+                        name,
+                        "--warmup",
+                        "0",
+                        "--max-requests",
+                        "12",
+                        "--time-budget",
+                        "30",
+                        "--max-tokens",
+                        "128",
+                    ],
+                    rd / "acceptance.json",
+                    90,
+                    chk_env,
+                )
+                lines = logf.spec_lines_after(off)
+                r["vllm_log_spec_total"] = engine_log.combine_spec_lines(lines)
+            try:
+                driver.save(rd / "metrics.txt", driver.http(base, "GET", "/metrics", timeout=30)[1])
+            except (urllib.error.URLError, OSError) as e:
+                r["metrics_error"] = repr(e)
+    finally:
+        r["stop"] = driver.stop(p, min(c["stop_timeout_s"], 30))
+        log(f"[{tag}] stopped {r['stop']}")
+    text = logf.text()
+    s = engine_log.parse(text)
+    weights = [float(m.group("v")) for m in WEIGHTS_RE.finditer(text)]
+    r["engine_log"] = {
+        "startup": s.startup,
+        # the target's "Loading weights took" (a speculative start logs the drafter's second)
+        "weights_s": weights[0] if weights else None,
+        "weights_s_all": weights,
+        "backends": [b.__dict__ for b in s.backends],
+        "aux_layers": s.aux_layers,
+        "moe_backends": s.moe_backends,
+        "compile_cache_hits": s.compile_cache_hits,
+        "load_lines": [
+            ln[:300]
+            for ln in logf.text().splitlines()
+            if any(
+                k in ln
+                for k in (
+                    "Loading weights took",
+                    "Model loading took",
+                    "init engine",
+                    "Prefetch",
+                    "Filesystem type",
+                    "fastsafetensors",
+                    "GDS",
+                    "Streamer",
+                    "Multi-thread",
+                    "Loading safetensors",
+                )
+            )
+            and "%|" not in ln
+        ][:20],
+    }
+    tgt, dft = engine_log.target_and_drafter(s.backends)
+    problems = []
+    if expect.get("target_backend") and tgt != expect["target_backend"]:
+        problems.append(f"target backend {tgt}, expected {expect['target_backend']}")
+    if expect.get("drafter_backend") and dft != expect["drafter_backend"]:
+        problems.append(f"drafter backend {dft}, expected {expect['drafter_backend']}")
+    if expect.get("aux_layers") and list(s.aux_layers or ()) != expect["aux_layers"]:
+        problems.append(f"aux layers {s.aux_layers}, expected {expect['aux_layers']}")
+    if not r["ready"]:
+        tail = text.splitlines()[-25:]
+        problems.append("not ready; log tail: " + " | ".join(x[:300] for x in tail))
+    r["problems"] = problems
+    return r
+
+
+def parse_run(spec: str) -> tuple[str, str, str, str]:
+    parts = spec.split(":")
+    unit, kind = parts[0], parts[1] if len(parts) > 1 else "sweep"
+    cache = parts[2] if len(parts) > 2 else ("asis" if kind == "sweep" else "drop")
+    if kind not in ESTIMATE_S or cache not in ("asis", "drop", "warm"):
+        raise SystemExit(f"--run {spec}: expected UNIT[:sweep|:load[:drop|:warm]]")
+    tag = unit if kind == "sweep" else f"{unit}-load-{cache}"
+    return tag, unit, kind, cache
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--units", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--run", action="append", required=True, metavar="UNIT[:KIND[:CACHE]]")
+    ap.add_argument("--drafter", default="/tmp/gpu-tier/models/drafter")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--pythonpath", default="/tmp/site")
+    ap.add_argument("--levels", type=loadgen._levels, default=[1, 4, 16, 64])
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--repeats-low", type=int, default=3, help="repeats at c <= 4")
+    ap.add_argument("--repeats-high", type=int, default=3, help="repeats at c > 4")
+    ap.add_argument("--window-low-s", type=float, default=4.0)
+    ap.add_argument("--window-high-s", type=float, default=3.0)
+    ap.add_argument("--start-timeout-s", type=float, default=360)
+    ap.add_argument("--deadline-s", type=float, default=1500)
+    ap.add_argument("--stop-file", default="/tmp/moe-stop")
+    ap.add_argument("--cold-read", action="store_true", help="time a plain cold read first")
+    ap.add_argument("--no-drop-caches", action="store_true", help="dry runs: never drop")
+    a = ap.parse_args(argv)
+    NO_DROP[0] = a.no_drop_caches
+    runs = [parse_run(s) for s in a.run]
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    results: dict = {
+        "schema": "specdeploy.gpu.moe_sweep/1",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": {k: v for k, v in vars(a).items() if k != "run"},
+        "plan": a.run,
+        "runs": {},
+    }
+    rp = Path(a.out) / "results.json"
+    state: dict = {}
+    try:
+        models = json.loads(Path(a.drafter).parent.joinpath("models.json").read_text())
+        results["models"] = models
+    except (OSError, ValueError) as e:
+        results["models_error"] = repr(e)
+    if a.cold_read:
+        target = str(Path(a.drafter).parent / "target")
+        results["cold_read"] = cold_read(model_files([target]))
+        log(f"cold read {results['cold_read']}")
+    for tag, unit, kind, cache in runs:
+        left = a.deadline_s - (time.monotonic() - T0)
+        if os.path.exists(a.stop_file) or left < ESTIMATE_S[kind]:
+            results["runs"][tag] = {"tag": tag, "skipped": f"{left:.0f}s left / stop file"}
+            log(f"[{tag}] skipped ({left:.0f}s left)")
+            continue
+        try:
+            results["runs"][tag] = run_one(tag, unit, kind, cache, a, state)
+        except Exception as e:  # one run's failure must not lose the others
+            results["runs"][tag] = {"tag": tag, "error": repr(e)}
+            log(f"[{tag}] ERROR {e!r}")
+        results["elapsed_s"] = round(time.monotonic() - T0, 1)
+        rp.write_text(json.dumps(results, indent=1, default=str))
+    results["done"] = True
+    rp.write_text(json.dumps(results, indent=1, default=str))
+    log("plan done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""python -m testbed.sandbox (see the package docstring)."""
+
+import sys
+
+from testbed.sandbox.cli import main
+
+sys.exit(main())

@@ -1,0 +1,196 @@
+"""The drafter's provenance file and the deploy's refusal (issue 17.3), on real config files.
+
+The target is the real Kimi-K2.5 config.json (tests/fixtures/drafters/kimi-k2.5), the drafter
+the fixed AQ-MedAI-like one; the provenance is written by the same code the pipeline uses.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from specdeploy.controller import drafter  # noqa: E402
+from specdeploy.controller import drafter_provenance as prov  # noqa: E402
+from specdeploy.node.patches import Manifest  # noqa: E402
+
+FIX = REPO / "tests" / "fixtures" / "drafters"
+KIMI = FIX / "kimi-k2.5"
+FIXED = FIX / "kimi-k25-eagle3-fixed"  # top-level ids [1, 29, 57]
+LLAMA8B = FIX / "llama-3.1-8b-instruct"
+
+
+@pytest.fixture(scope="module")
+def manifest() -> Manifest:
+    return Manifest.load(REPO / "patches" / "vllm" / "manifest.yml")
+
+
+def kimi_cfg() -> dict:
+    return json.loads((KIMI / "config.json").read_text())
+
+
+def trained(tmp_path: Path, **change: object) -> Path:
+    """The fixed Kimi drafter with a provenance file as the pipeline writes it."""
+    d = tmp_path / "drafter"
+    shutil.copytree(FIXED, d)
+    p = prov.Provenance(
+        target_config_sha256=prov.target_config_sha256(kimi_cfg()),
+        aux_layer_ids=[1, 29, 57],
+        aux_offset=prov.INPUT_OF_LAYER,
+        vllm_version="0.16.0",
+        trainer="speculators 0.9.0",
+        speculators_version="0.9.0",
+        data={"prompts": 10000, "tokens": 41_000_000},
+        epochs=5,
+        heldout={"per_position_acceptance": [0.6, 0.4, 0.3]},
+        target_model="Kimi-K2.5",
+    )
+    for k, v in change.items():
+        setattr(p, k, v)
+    prov.write(d, p)
+    return d
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "specdeploy.controller.drafter", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def errors(res: drafter.Result) -> list[str]:
+    return [f.code for f in res.errors]
+
+
+def check_dir(d: Path, manifest: Manifest, version: str = "0.16.0", require: bool = False):
+    tcfg, _ = drafter.load_config(KIMI)
+    dcfg, ddir = drafter.load_config(d)
+    res = drafter.check(tcfg, dcfg, version, manifest, ddir)
+    pf = d / prov.FILE_NAME
+    drafter.check_provenance(res, tcfg, pf.read_text() if pf.is_file() else None, require)
+    return res
+
+
+def test_target_hash_is_canonical_json() -> None:
+    raw = (KIMI / "config.json").read_text()
+    cfg = json.loads(raw)
+    reordered = json.dumps(dict(reversed(list(cfg.items()))), indent=4)
+    assert prov.target_config_sha256(json.loads(reordered)) == prov.target_config_sha256(cfg)
+    changed = json.loads(raw)
+    changed["text_config"]["num_hidden_layers"] = 60
+    assert prov.target_config_sha256(changed) != prov.target_config_sha256(cfg)
+
+
+def test_matching_provenance_passes(tmp_path: Path, manifest: Manifest) -> None:
+    res = check_dir(trained(tmp_path), manifest)
+    assert res.ok, res.text()
+    assert any(f.code == "provenance" and "[1, 29, 57]" in f.message for f in res.findings)
+
+
+def test_other_target_is_refused(tmp_path: Path, manifest: Manifest) -> None:
+    other = json.loads((LLAMA8B / "config.json").read_text())
+    d = trained(tmp_path, target_config_sha256=prov.target_config_sha256(other))
+    res = check_dir(d, manifest)
+    assert errors(res) == ["provenance.target_config_sha256"]
+
+
+def test_shifted_layer_ids_are_refused(tmp_path: Path, manifest: Manifest) -> None:
+    """Trained on [2, 30, 58], served [1, 29, 57] (the config's top-level list)."""
+    res = check_dir(trained(tmp_path, aux_layer_ids=[2, 30, 58]), manifest)
+    assert errors(res) == ["provenance.aux_layer_ids"]
+    msg = res.errors[0].message
+    assert "[2, 30, 58]" in msg and "[1, 29, 57]" in msg
+
+
+def test_config_edited_after_training_is_refused(tmp_path: Path, manifest: Manifest) -> None:
+    """Someone shifts the served ids in config.json; the provenance still says [1, 29, 57]."""
+    d = trained(tmp_path)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = [2, 30, 58]
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert errors(check_dir(d, manifest)) == ["provenance.aux_layer_ids"]
+
+
+def test_output_offset_is_refused(tmp_path: Path, manifest: Manifest) -> None:
+    res = check_dir(trained(tmp_path, aux_offset=prov.OUTPUT_OF_LAYER), manifest)
+    assert errors(res) == ["provenance.aux_offset"]
+    assert "input-of-layer" in res.errors[0].message
+
+
+def test_missing_provenance_warns_or_refuses(tmp_path: Path, manifest: Manifest) -> None:
+    d = tmp_path / "published"
+    shutil.copytree(FIXED, d)
+    res = check_dir(d, manifest)
+    assert res.ok
+    assert "provenance.missing" in [f.code for f in res.findings if f.level == "warning"]
+    assert errors(check_dir(d, manifest, require=True)) == ["provenance.missing"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda o: o.pop("aux_layer_ids"), "aux_layer_ids"),
+        (lambda o: o.update(aux_offset="middle"), "aux_offset"),
+        (lambda o: o.update(target_config_sha256="abc"), "target_config_sha256"),
+        (lambda o: o.update(schema=9), "schema"),
+    ],
+)
+def test_bad_provenance_names_the_field(tmp_path: Path, manifest: Manifest, edit, field) -> None:
+    d = trained(tmp_path)
+    obj = json.loads((d / prov.FILE_NAME).read_text())
+    edit(obj)
+    (d / prov.FILE_NAME).write_text(json.dumps(obj))
+    res = check_dir(d, manifest)
+    assert errors(res) == ["provenance.invalid"]
+    assert f"field {field}" in res.errors[0].message
+
+
+def test_cli_reads_the_file_from_the_drafter_dir(tmp_path: Path) -> None:
+    d = trained(tmp_path, aux_layer_ids=[2, 30, 58])
+    p = cli("--target", str(KIMI), "--drafter", str(d), "--vllm-version", "0.16.0")
+    assert p.returncode == 1
+    lines = [ln for ln in p.stdout.splitlines() if "ERROR" in ln]
+    assert len(lines) == 1 and "provenance.aux_layer_ids" in lines[0]
+
+
+def test_cli_inline_as_the_preflight_passes_it(tmp_path: Path) -> None:
+    """The role passes the probe's file texts; '' means the drafter has none."""
+    d = trained(tmp_path)
+    base = [
+        "--vllm-version",
+        "0.16.0",
+        "--target-config-json",
+        (KIMI / "config.json").read_text(),
+        "--drafter-config-json",
+        (d / "config.json").read_text(),
+        "--json",
+    ]
+    ok = cli(*base, "--provenance-json", (d / prov.FILE_NAME).read_text())
+    assert ok.returncode == 0, ok.stdout
+    assert cli(*base, "--provenance-json", "", "--require-provenance", "false").returncode == 0
+    none = cli(*base, "--provenance-json", "", "--require-provenance")
+    assert none.returncode == 1
+    codes = [f["code"] for f in json.loads(none.stdout)["findings"] if f["level"] == "error"]
+    assert codes == ["provenance.missing"]
+    other = json.loads((KIMI / "config.json").read_text())
+    other["text_config"]["vocab_size"] += 1
+    bad = cli(
+        *base[:3],
+        json.dumps(other),
+        *base[4:],
+        "--provenance-json",
+        (d / prov.FILE_NAME).read_text(),
+    )
+    assert bad.returncode == 1
+    codes = [f["code"] for f in json.loads(bad.stdout)["findings"] if f["level"] == "error"]
+    assert "provenance.target_config_sha256" in codes

@@ -1,0 +1,178 @@
+"""The pipeline's training and conversion steps with real torch on CPU (issue 17.5).
+
+Needs a Python with torch and safetensors: $SPECDEPLOY_DRAFTER_TORCH_PYTHON, else
+``$SPECDEPLOY_CACHE/venvs/drafter-torch/bin/python`` (``make drafter-venv`` builds it from the
+pinned CPU wheel); without one these tests are skipped and say so. The hidden states are
+synthetic (a tiny deterministic "target": each sequence follows x[t+1] = (5 x[t] + 3) mod V,
+its states are rows of the target's embedding), written in the extraction step's format; the
+real extraction needs vLLM on a GPU (tests/gpu/drafter_proof.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from specdeploy.controller import drafter_provenance as prov  # noqa: E402
+from specdeploy.controller.drafter_pipeline.config import parse  # noqa: E402
+from specdeploy.controller.drafter_pipeline.extract import summarize  # noqa: E402
+from specdeploy.controller.drafter_pipeline.workdir import StepState  # noqa: E402
+
+CACHE = Path(os.environ.get("SPECDEPLOY_CACHE", Path.home() / ".cache" / "specdeploy"))
+TORCH_PYTHON = os.environ.get(
+    "SPECDEPLOY_DRAFTER_TORCH_PYTHON", str(CACHE / "venvs" / "drafter-torch" / "bin" / "python")
+)
+
+
+def has_torch() -> bool:
+    if not Path(TORCH_PYTHON).exists():
+        return False
+    p = subprocess.run(
+        [TORCH_PYTHON, "-c", "import torch, safetensors"], capture_output=True, check=False
+    )
+    return p.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(
+    not has_torch(), reason=f"no torch at {TORCH_PYTHON} (make drafter-venv builds it)"
+)
+
+MAKE_DATA = r"""
+import json, sys, torch
+from pathlib import Path
+from safetensors.torch import save_file
+V, H = 256, 32
+root = Path(sys.argv[1]); t = root / "target"; t.mkdir(parents=True, exist_ok=True)
+(t / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3", "hidden_size": H, "vocab_size": V, "num_hidden_layers": 4,
+    "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}))
+g = torch.Generator().manual_seed(0)
+emb = torch.randn(V, H, generator=g)
+save_file({"model.embed_tokens.weight": emb.to(torch.bfloat16),
+           "lm_head.weight": torch.randn(V, H, generator=g).to(torch.bfloat16)},
+          str(t / "model.safetensors"))
+ex = root / "work" / "extract"; ex.mkdir(parents=True, exist_ok=True)
+for c in range(2):
+    ids, offs, states, rec = [], [0], [], []
+    for s in range(16):
+        x = [(c * 97 + s * 13) % V]
+        for _ in range(31): x.append((5 * x[-1] + 3) % V)
+        ids += x; offs.append(len(ids)); rec.append(c * 16 + s)
+        states.append(torch.stack([emb[torch.tensor(x)] * (j + 1) for j in range(3)], 1))
+    save_file({"hidden_states": torch.cat(states).to(torch.bfloat16),
+               "input_ids": torch.tensor(ids), "seq_offsets": torch.tensor(offs),
+               "loss_start": torch.tensor([4] * 16), "record_index": torch.tensor(rec)},
+              str(ex / f"chunk-{c:05d}.safetensors"))
+"""
+
+
+def prepare(root: Path) -> Path:
+    subprocess.run([TORCH_PYTHON, "-c", MAKE_DATA, str(root)], check=True)
+    knobs = {
+        "target_model_path": str(root / "target"),
+        "served_model_name": "tiny",
+        "serve_url": "http://127.0.0.1:9",
+        "vllm_version": "0.20.2",
+        "vllm_python": "/nonexistent/python",
+        "train_python": TORCH_PYTHON,
+        "prompts_file": str(root / "prompts.jsonl"),
+        "aux_layer_ids": [1, 2, 3],
+        "workdir": str(root / "work"),
+        "output_dir": str(root / "out"),
+        "epochs": 3,
+        "batch_sequences": 2,
+        "learning_rate": 0.003,
+        "heldout_fraction": 0.2,
+        "checkpoint_every": 2,
+        "device": "cpu",
+    }
+    cfg_path = root / "cfg.yml"
+    cfg_path.write_text(json.dumps(knobs))
+    cfg = parse(knobs)
+    work = root / "work"
+    for step, result in (("generate", {"responses": 32}), ("convention", {"match": True})):
+        st = StepState(work, step)
+        st.begin("x")
+        st.finish(result)
+    st = StepState(work, "extract")
+    st.begin(cfg.inputs_hash("extract"))
+    st.finish(summarize(work / "extract", [1, 2, 3], "synthetic"))
+    return cfg_path
+
+
+def pipeline_cmd(cfg: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "specdeploy.controller.drafter_pipeline",
+        "run",
+        "--config",
+        str(cfg),
+    ]
+
+
+def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    cfg_a, cfg_b = prepare(a), prepare(b)
+    whole = subprocess.run(pipeline_cmd(cfg_b), cwd=REPO, capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+
+    proc = subprocess.Popen(
+        pipeline_cmd(cfg_a), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    ckpt = a / "work" / "train" / "checkpoint.pt"
+    t0 = time.monotonic()
+    while not ckpt.exists() and time.monotonic() - t0 < 300 and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "training finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)  # the pipeline this test started, by its pid
+    proc.wait(10)
+    worker_log = (a / "work" / "train" / "worker.log").read_text()
+    done_before = worker_log.count("CHUNK ")
+    assert not StepState(a / "work", "train").done
+
+    resumed = subprocess.run(pipeline_cmd(cfg_a), cwd=REPO, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    log = (a / "work" / "train" / "worker.log").read_text()
+    assert "resumed at epoch 0 step" in log
+    steps_total = whole.stdout.count("[drafter] train:")
+    # the resumed run did only the steps after the checkpoint
+    assert resumed.stdout.count("[drafter] train:") < steps_total
+    assert done_before >= 2
+    # the same drafter as the uninterrupted run, byte for byte
+    assert (a / "out" / "model.safetensors").read_bytes() == (
+        b / "out" / "model.safetensors"
+    ).read_bytes()
+    p = prov.read(a / "out")
+    assert p is not None and p.epochs == 3
+    acc = p.heldout["per_position_acceptance"]
+    assert len(acc) == 3 and p.heldout["sequences"] > 0
+    # learned: chance is 1/256 = 0.004 (the next token is a function of the current one)
+    assert acc[0] > 0.1, p.heldout
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specdeploy.controller.drafter",
+            "--target",
+            str(a / "target"),
+            "--drafter",
+            str(a / "out"),
+            "--vllm-version",
+            "0.20.2",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout

@@ -1,0 +1,40 @@
+"""The project installs as a package with its commands (pyproject.toml)."""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def test_every_python_package_of_the_product_is_packaged() -> None:
+    listed = set(PROJECT["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "specdeploy").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert sorted(found - listed) == [], "add them to [tool.setuptools] packages"
+    tooling = {
+        ".".join(("testbed", *init.parent.relative_to(REPO / "tests" / "testbed").parts))
+        for init in (REPO / "tests" / "testbed").rglob("__init__.py")
+    }
+    assert sorted(tooling - listed) == []
+    assert PROJECT["tool"]["setuptools"]["package-dir"]["testbed"] == "tests/testbed"
+
+
+def test_every_console_script_names_a_main_that_exists() -> None:
+    scripts = PROJECT["project"]["scripts"]
+    for name in ("spec-check", "spec-report", "vllm-patches", "drafter-check", "gpu-doctor"):
+        assert name in scripts
+    assert scripts["specdeploy-sandbox"] == "testbed.sandbox.cli:main"
+    for name, target in scripts.items():
+        module, _, function = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), name
+
+
+def test_no_path_tricks_left_in_scripts() -> None:
+    assert not (REPO / "scripts").exists()
