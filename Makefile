@@ -23,7 +23,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
                 prometheus prometheus-node-exporter chromium
 
-.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy rollback validate status schedule unschedule monitoring \
+.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy plan rollback validate status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -83,6 +83,9 @@ $(DRAFTER_VENV)/.stamp: requirements-drafter-cpu.txt
 	$(PYTHON) -m venv $(DRAFTER_VENV)
 	$(DRAFTER_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-drafter-cpu.txt
 	touch $@
+
+plan: $(VENV)/.stamp ## per node: the release a deploy would build, restart, downtime, gates; read-only (INVENTORY=, EXTRA=)
+	$(PLAYBOOK) -i $(INVENTORY) playbooks/plan.yml $(EXTRA)
 
 preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)

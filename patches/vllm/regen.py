@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 import yaml  # noqa: E402
 
-from specdeploy.controller import wheels  # noqa: E402
+from specdeploy.controller import wheel_facts, wheels  # noqa: E402
 from specdeploy.node import speckeys  # noqa: E402
 from specdeploy.node.patches import series_sha256, sha256_bytes  # noqa: E402
 
@@ -521,7 +521,7 @@ def build() -> dict[str, bytes]:
             },
             "speculative_config_keys": keys["keys"],
             "speculative_config_internal_keys": keys["internal"],
-            "drafter": speckeys.drafter_facts_from_wheel(v),
+            "drafter": wheel_facts.drafter_facts_from_wheel(v),
             "drafter_training": drafter_training(v),
         }
     for v in NATIVE_VERSIONS:
@@ -531,7 +531,7 @@ def build() -> dict[str, bytes]:
             "torch": torch_pin(v),
             "speculative_config_keys": keys["keys"],
             "speculative_config_internal_keys": keys["internal"],
-            "drafter": speckeys.drafter_facts_from_wheel(v),
+            "drafter": wheel_facts.drafter_facts_from_wheel(v),
             "drafter_training": drafter_training(v),
         }
     manifest = {

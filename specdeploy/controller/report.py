@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -36,6 +35,13 @@ from typing import Any
 from specdeploy.controller import history, plots
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.textfile import (
+    _acc,
+    _med,
+    _num,
+    _speed_levels,
+    prom_textfile,
+)
 
 SCHEMA_PREFIX = "specdeploy.validation/"
 
@@ -60,15 +66,6 @@ def load_results(paths: list[str]) -> list[dict[str, Any]]:
         d.setdefault("_source", str(f))
         out.append(d)
     return out
-
-
-def _acc(r: dict[str, Any]) -> dict[str, Any]:
-    a = r.get("acceptance")
-    return a if isinstance(a, dict) else {}
-
-
-def _med(d: Any) -> float | None:
-    return float(d["median"]) if isinstance(d, dict) and d.get("median") is not None else None
 
 
 def _f(v: float | None, fmt: str = ".2f") -> str:
@@ -182,208 +179,6 @@ def junit_xml(
 
 
 # --------------------------------------------------------------------------- Prometheus
-
-
-def _esc(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _when(r: dict[str, Any]) -> str:
-    """Sort key of a result in time: when it finished (else started); ISO strings sort."""
-    return str(r.get("finished_at") or r.get("started_at") or "")
-
-
-def _epoch(r: dict[str, Any]) -> float | None:
-    import datetime as _dt
-
-    try:
-        ts = _dt.datetime.fromisoformat(_when(r).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ts.timestamp() if ts.tzinfo else None
-
-
-def latest_per_series(results: list[dict[str, Any]]) -> list[int]:
-    """Indexes of the newest result per (node, release, model): a textfile holds one sample
-    per label set, so older runs of the same release on the same node are left out (node_exporter
-    rejects the whole file otherwise: "collected before with the same name and label values")."""
-    newest: dict[tuple[str, str, str], int] = {}
-    for i, r in enumerate(results):
-        key = (
-            str(r.get("node")),
-            str(r.get("release") or "unknown"),
-            str(r.get("served_model_name") or ""),
-        )
-        if key not in newest or _when(results[newest[key]]) <= _when(r):
-            newest[key] = i
-    return sorted(newest.values())
-
-
-class _Textfile:
-    """Gauges by name; refuses a second sample with the same name and labels."""
-
-    def __init__(self) -> None:
-        self.metrics: dict[str, tuple[str, dict[str, str]]] = {}
-
-    def add(self, name: str, help_: str, labels: dict[str, str], value: float | None) -> None:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return
-        lab = ",".join(f'{k}="{_esc(str(v))}"' for k, v in sorted(labels.items()))
-        samples = self.metrics.setdefault(name, (help_, {}))[1]
-        if lab in samples:
-            raise ValueError(f"textfile: two samples of {name}{{{lab}}}")
-        samples[lab] = f"{name}{{{lab}}} {float(value)!r}"
-
-    def text(self) -> str:
-        lines = []
-        for name in sorted(self.metrics):
-            help_, samples = self.metrics[name]
-            lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", *samples.values()]
-        return "\n".join(lines) + "\n"
-
-
-def prom_textfile(
-    results: list[dict[str, Any]], regress: dict[int, list[history.Regression]] | None = None
-) -> str:
-    """node_exporter textfile: the newest result per (node, release, model) with those labels
-    (``specdeploy_validation_*``, acceptance, speed per concurrency level), and per node the
-    newest result of all (``specdeploy_last_validation_*``, labelled with its release) for
-    alerts that ask "is this node's latest validation passing and fresh"."""
-    tf = _Textfile()
-    for i in latest_per_series(results):
-        r = results[i]
-        base = {
-            "node": str(r.get("node")),
-            "release": str(r.get("release") or "unknown"),
-            "model": str(r.get("served_model_name") or ""),
-        }
-        a = _acc(r)
-        passed = 1.0 if r.get("status") == "pass" else 0.0
-        tf.add("specdeploy_validation_passed", "1 if the validation passed, else 0", base, passed)
-        tf.add(
-            "specdeploy_validation_exit_code",
-            "Exit code of the validation (0/1/2)",
-            base,
-            float(r.get("exit_code", 2)),
-        )
-        tf.add(
-            "specdeploy_validation_timestamp_seconds",
-            "When the validation finished",
-            base,
-            _epoch(r),
-        )
-        sm = r.get("smoke")
-        if isinstance(sm, dict):
-            for s in sm.get("stages", []):
-                tf.add(
-                    "specdeploy_smoke_stage_ok",
-                    "1 if the smoke stage passed",
-                    base | {"stage": s["name"]},
-                    1.0 if s.get("ok") else 0.0,
-                )
-        tf.add(
-            "specdeploy_mean_acceptance_length",
-            "1 + accepted / drafts over the run",
-            base,
-            a.get("mean_acceptance_length"),
-        )
-        tf.add(
-            "specdeploy_draft_acceptance_rate",
-            "accepted / draft tokens over the run",
-            base,
-            a.get("draft_acceptance_rate"),
-        )
-        for pos, v in enumerate(a.get("per_position_acceptance") or []):
-            tf.add(
-                "specdeploy_position_acceptance_rate",
-                "accepted at position / drafts",
-                base | {"position": str(pos)},
-                v,
-            )
-        tf.add(
-            "specdeploy_output_tokens_per_second",
-            "Median output tokens/s of the workload",
-            base,
-            _med(a.get("output_tokens_per_s")),
-        )
-        tf.add(
-            "specdeploy_accepted_tokens_per_second",
-            "Median accepted draft tokens/s",
-            base,
-            _med(a.get("accepted_tokens_per_s")),
-        )
-        tf.add(
-            "specdeploy_speed_up",
-            "Median output tokens/s over the no-speculation baseline",
-            base,
-            _med(a.get("speed_up")),
-        )
-        for lvl in _speed_levels(r):
-            at = base | {"concurrency": str(lvl["concurrency"])}
-            tf.add(
-                "specdeploy_level_output_tokens_per_second",
-                "Output tokens/s at a concurrency level",
-                at,
-                _num(lvl.get("output_tps")),
-            )
-            tf.add(
-                "specdeploy_level_baseline_tokens_per_second",
-                "No-speculation output tokens/s at a concurrency level",
-                at,
-                _num(lvl.get("baseline_tps")),
-            )
-            tf.add(
-                "specdeploy_level_speed_up",
-                "Output tokens/s over the no-speculation baseline at a concurrency level",
-                at,
-                _num(lvl.get("speed_up")),
-            )
-        if regress is not None:
-            tf.add(
-                "specdeploy_regression",
-                "1 if below the release's first validated run",
-                base,
-                1.0 if regress.get(i) else 0.0,
-            )
-    last: dict[str, dict[str, Any]] = {}
-    for r in results:
-        node = str(r.get("node"))
-        if node not in last or _when(last[node]) <= _when(r):
-            last[node] = r
-    for node, r in sorted(last.items()):
-        lab = {"node": node, "release": str(r.get("release") or "unknown")}
-        tf.add(
-            "specdeploy_last_validation_passed",
-            "1 if the node's newest validation passed, else 0",
-            lab,
-            1.0 if r.get("status") == "pass" else 0.0,
-        )
-        tf.add(
-            "specdeploy_last_validation_exit_code",
-            "Exit code of the node's newest validation (0 pass, 1 failed, 2 not measured)",
-            lab,
-            float(r.get("exit_code", 2)),
-        )
-        tf.add(
-            "specdeploy_last_validation_timestamp_seconds",
-            "When the node's newest validation finished",
-            lab,
-            _epoch(r),
-        )
-    return tf.text()
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _speed_levels(r: dict[str, Any]) -> list[dict[str, Any]]:
-    """The per-concurrency speed results (speed-contract "speed" key), when present."""
-    sp = r.get("speed")
-    levels = sp.get("levels") if isinstance(sp, dict) else None
-    return [
-        lv for lv in levels or [] if isinstance(lv, dict) and isinstance(lv.get("concurrency"), int)
-    ]
 
 
 # --------------------------------------------------------------------------- HTML

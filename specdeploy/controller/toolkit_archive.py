@@ -1,8 +1,14 @@
-"""The toolkit files a release carries, their fingerprint, and a reproducible tar of them.
+"""The files shipped to a node, their fingerprint, and a reproducible tar of them.
 
-A release holds the exact patcher, patch series and checks that built and verified it, so
-it can re-verify itself and a rollback brings back the tool that made it. The fingerprint is
-part of the release id: new toolkit code means a new release, never an edited one.
+Two parts, each with its own fingerprint and archive:
+- ``release``: what runs on the node (``specdeploy/__init__.py``, ``specdeploy/node/``, the
+  patch series, ``requirements-node.txt``). A release holds its own copy, so it re-verifies
+  itself with the patcher that built it and a rollback brings that exact tool back. This
+  fingerprint is part of the release id: new node code means a new release. Controller code,
+  tests, the bench, the demo and the stand-in are not in it, so editing them rebuilds nothing.
+- ``standin``: the CI stand-in for the GPU server and the recorded vLLM output it replays.
+  Shipped to sandbox nodes only (specdeploy_server_standin), into a directory of its own,
+  never into a release and never into the release id.
 Exit codes: 0 ok, 2 usage or I/O error.
 """
 
@@ -13,46 +19,76 @@ import hashlib
 import io
 import sys
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
-# What a release needs on the node (the stand-in only matters on sandbox nodes, but shipping
-# it everywhere keeps one archive per toolkit version; the production unit never runs it).
-INCLUDE = ("specdeploy", "patches/vllm", "tests/standin", "tests/fixtures/vllm-0.20.2")
-SINGLE_FILES = ("requirements-node.txt",)
 SKIP_PARTS = {"__pycache__"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
 
 
-def toolkit_files(repo: Path = REPO) -> list[Path]:
-    files = [repo / name for name in SINGLE_FILES]
-    for top in INCLUDE:
+@dataclass(frozen=True)
+class Part:
+    """Directories walked recursively, single files, and paths (relative) left out."""
+
+    dirs: tuple[str, ...]
+    files: tuple[str, ...]
+    exclude: tuple[str, ...] = ()
+
+
+PARTS = {
+    "release": Part(
+        dirs=("specdeploy/node", "patches/vllm"),
+        files=("specdeploy/__init__.py", "requirements-node.txt"),
+        # regen.py makes the series on a developer's machine from downloaded wheels.
+        exclude=("patches/vllm/regen.py",),
+    ),
+    "standin": Part(
+        dirs=("tests/standin", "tests/fixtures/vllm-0.20.2"),
+        files=(),
+        # The harness drives the stand-in from tests; the profiles are test data (the profile
+        # a node runs is rendered from specdeploy_standin_profile into its release).
+        exclude=("tests/standin/harness.py", "tests/standin/profiles", "tests/standin/README.md"),
+    ),
+}
+
+
+def _excluded(relative: str, part: Part) -> bool:
+    return any(relative == e or relative.startswith(e + "/") for e in part.exclude)
+
+
+def toolkit_files(part: str = "release", repo: Path = REPO) -> list[Path]:
+    spec = PARTS[part]
+    files = [repo / name for name in spec.files]
+    for top in spec.dirs:
         for path in (repo / top).rglob("*"):
             if (
                 path.is_file()
                 and not SKIP_PARTS & set(path.parts)
                 and path.suffix not in SKIP_SUFFIXES
+                and not path.name.startswith("test_")
+                and not _excluded(path.relative_to(repo).as_posix(), spec)
             ):
                 files.append(path)
     return sorted(files, key=lambda p: p.relative_to(repo).as_posix())
 
 
-def fingerprint(repo: Path = REPO) -> str:
+def fingerprint(part: str = "release", repo: Path = REPO) -> str:
     digest = hashlib.sha256()
-    for path in toolkit_files(repo):
+    for path in toolkit_files(part, repo):
         digest.update(path.relative_to(repo).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
-def write_archive(out: Path, repo: Path = REPO) -> None:
+def write_archive(out: Path, part: str = "release", repo: Path = REPO) -> None:
     """A tar with fixed owners, modes and mtimes: the same files give the same bytes."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in toolkit_files(repo):
+        for path in toolkit_files(part, repo):
             data = path.read_bytes()
             info = tarfile.TarInfo(path.relative_to(repo).as_posix())
             info.size, info.mtime, info.uid, info.gid = len(data), 0, 0, 0
@@ -64,15 +100,18 @@ def write_archive(out: Path, repo: Path = REPO) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--part", choices=sorted(PARTS), default="release", help="which files (default release)"
+    )
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--out", type=Path, help="write the archive here")
     group.add_argument("--fingerprint", action="store_true", help="print the sha256 and exit")
     args = parser.parse_args(argv)
     try:
         if args.fingerprint:
-            print(fingerprint())
+            print(fingerprint(args.part))
         else:
-            write_archive(args.out)
+            write_archive(args.out, args.part)
     except OSError as error:
         return cli.usage_error("toolkit_archive", f"--out {args.out}: {cli.reason(error)}")
     return 0

@@ -8,7 +8,9 @@ Runs ON the node (stdlib only). Layout under the root:
     ledger.jsonl                  one line per activation, in order (rollback reads this)
 
 Release status: building (never selected) -> verified -> active | failed | inactive.
-Every command prints one JSON object with `changed`, so Ansible can report honestly.
+Every command prints one JSON object with `changed`, so Ansible can report honestly. With
+``check=True`` a command changes nothing and says what it would change (Ansible's check mode:
+roles/specdeploy/library/specdeploy_releases.py runs these functions as a module).
 """
 
 from __future__ import annotations
@@ -116,7 +118,11 @@ def wait_not_busy(path: Path, timeout: float) -> None:
 
 
 def init_release(
-    root: Path, release_id: str, inputs: dict[str, Any], busy_timeout: float = 300.0
+    root: Path,
+    release_id: str,
+    inputs: dict[str, Any],
+    busy_timeout: float = 300.0,
+    check: bool = False,
 ) -> dict[str, Any]:
     """Create the release's manifest in status `building`, or keep a finished one.
 
@@ -141,15 +147,18 @@ def init_release(
             manifest.setdefault("history", []).append(
                 {"at": _now(), "status": "verified", "reason": "deployed again after a failure"}
             )
-            _write_json_atomic(path, manifest)
+            if not check:
+                _write_json_atomic(path, manifest)
             return {"changed": True, "status": "verified", "rebuilt": False, "retry": True}
         if current_release(root) == release_id:
             raise ReleaseError(
                 f"release {release_id!r} is what `current` points at but is "
                 f"{manifest.get('status')!r}; roll back or deploy another release first"
             )
-        wait_not_busy(path.parent, busy_timeout)
         previous_status = manifest.get("status")
+        if check:
+            return {"changed": True, "status": "building", "rebuilt": True}
+        wait_not_busy(path.parent, busy_timeout)
         for child in path.parent.iterdir():
             if child.name != "manifest.json":
                 if child.is_dir() and not child.is_symlink():
@@ -158,6 +167,8 @@ def init_release(
                     child.unlink()
         rebuilt = True
     else:
+        if check:
+            return {"changed": True, "status": "building", "rebuilt": False}
         path.parent.mkdir(parents=True, exist_ok=True)
         previous_status = None
         rebuilt = False
@@ -183,12 +194,16 @@ def update_release(
     reason: str | None,
     from_status: str | None = None,
     failure_stage: str | None = None,
+    check: bool = False,
 ) -> dict[str, Any]:
     """Merge `fields` into the manifest and move it to `status`; unchanged content is not written.
 
     With `from_status`, the status moves only from that status (a finished release that is
-    deployed again keeps its `active`).
+    deployed again keeps its `active`). The result's `before`/`after` are the manifests (a diff).
     """
+    if check and not manifest_path(root, release_id).is_file():
+        # Check mode of a release that a real run would have created first.
+        return {"changed": True, "status": status, "before": {}, "after": fields}
     manifest = read_manifest(root, release_id)
     building = manifest.get("status") == "building"
     if from_status is not None and manifest.get("status") != from_status:
@@ -216,29 +231,38 @@ def update_release(
             updated["failure_stage"] = failure_stage or ("build" if building else "serve")
     if updated == manifest:
         return {"changed": False, "status": manifest.get("status")}
-    _write_json_atomic(manifest_path(root, release_id), updated)
-    return {"changed": True, "status": updated.get("status")}
+    if not check:
+        _write_json_atomic(manifest_path(root, release_id), updated)
+    return {"changed": True, "status": updated.get("status"), "before": manifest, "after": updated}
 
 
-def record_start(root: Path, release_id: str, start: dict[str, Any]) -> dict[str, Any]:
+def record_start(
+    root: Path, release_id: str, start: dict[str, Any], check: bool = False
+) -> dict[str, Any]:
     """Append one start (stop-to-ready seconds, backends seen) to the manifest."""
     manifest = read_manifest(root, release_id)
     manifest.setdefault("starts", []).append({"at": _now(), **start})
-    _write_json_atomic(manifest_path(root, release_id), manifest)
+    if not check:
+        _write_json_atomic(manifest_path(root, release_id), manifest)
     return {"changed": True, "starts": len(manifest["starts"])}
 
 
-def activate(root: Path, release_id: str, action: str) -> dict[str, Any]:
+def activate(root: Path, release_id: str, action: str, check: bool = False) -> dict[str, Any]:
     """Point `current` at the release (atomic rename) and record it in the ledger."""
+    previous = current_release(root)
+    if check and previous != release_id and not manifest_path(root, release_id).is_file():
+        # Check mode of a release that a real run would have built first.
+        return {"changed": True, "current": release_id, "previous": previous}
     manifest = read_manifest(root, release_id)
     if manifest.get("status") not in SELECTABLE:
         raise ReleaseError(
             f"release {release_id!r} is {manifest.get('status')!r}; only a finished release "
             f"({', '.join(SELECTABLE)}) can be activated"
         )
-    previous = current_release(root)
     if previous == release_id:
         return {"changed": False, "current": release_id, "previous": previous}
+    if check:
+        return {"changed": True, "current": release_id, "previous": previous}
     tmp = root / ".current.tmp"
     if tmp.is_symlink() or tmp.exists():
         tmp.unlink()
@@ -262,11 +286,13 @@ def activate(root: Path, release_id: str, action: str) -> dict[str, Any]:
     return {"changed": True, "current": release_id, "previous": previous}
 
 
-def deactivate(root: Path, action: str) -> dict[str, Any]:
+def deactivate(root: Path, action: str, check: bool = False) -> dict[str, Any]:
     """Remove `current` (nothing serves) and record it; used when a first deploy fails."""
     previous = current_release(root)
     if previous is None:
         return {"changed": False, "current": None, "previous": None}
+    if check:
+        return {"changed": True, "current": None, "previous": previous}
     (root / "current").unlink()
     _append_ledger(root, {"at": _now(), "action": action, "release": None, "previous": previous})
     return {"changed": True, "current": None, "previous": previous}
@@ -337,7 +363,7 @@ def rollback_target(root: Path, to: str | None) -> dict[str, Any]:
     }
 
 
-def prune(root: Path, keep: int) -> dict[str, Any]:
+def prune(root: Path, keep: int, check: bool = False) -> dict[str, Any]:
     """Remove old releases beyond `keep`, never `current` nor the one before it."""
     protected = {r for r in (current_release(root), previous_release(root)) if r}
     order = [entry["release"] for entry in read_ledger(root) if entry["release"]]
@@ -354,7 +380,7 @@ def prune(root: Path, keep: int) -> dict[str, Any]:
     kept_slots = max(keep - len(protected), 0)
     candidates.sort(key=lambda item: item[0], reverse=True)
     removed = [child.name for _, child in candidates[kept_slots:]]
-    for _, child in candidates[kept_slots:]:
+    for _, child in candidates[kept_slots:] if not check else []:
         shutil.rmtree(child)
     return {"changed": bool(removed), "removed": removed, "kept": sorted(protected)}
 

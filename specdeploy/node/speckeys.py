@@ -3,10 +3,11 @@
 vLLM parses ``--speculative-config`` JSON into ``SpeculativeConfig(**d)``, a pydantic dataclass
 with ``extra="forbid"``: any key that is not an init field is an error. The set of fields
 changes between versions, so the keys are extracted from ``vllm/config/speculative.py`` of
-the real wheel (``python -m specdeploy.node.speckeys 0.16.0`` or ``--file PATH``) and recorded in
+the real wheel (``python -m specdeploy.node.speckeys --file PATH``; from a cached wheel:
+``python -m specdeploy.controller.wheel_facts 0.16.0``) and recorded in
 ``patches/vllm/manifest.yml``; a test keeps the manifest equal to the extraction.
 
-Runs on the node too: stdlib only.
+Runs on the node too: stdlib only, and nothing from specdeploy.controller.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -83,13 +83,6 @@ def extract_from_file(path: Path) -> dict[str, list[str]]:
     return extract_fields(path.read_text(encoding="utf-8"))
 
 
-def extract_from_wheel(version: str) -> dict[str, list[str]]:
-    """Extract from the cached wheel (downloads it once; controller side only)."""
-    from specdeploy.controller import wheels
-
-    return extract_fields(wheels.read_member(version, "vllm/config/speculative.py").decode())
-
-
 def eagle3_drafter_architectures(registry_src: str, proposer_srcs: list[str]) -> list[str]:
     """EAGLE-3 drafter architectures a version can load.
 
@@ -141,51 +134,15 @@ def eagle3_drafter_architectures(registry_src: str, proposer_srcs: list[str]) ->
     return sorted(a for a, cls in entries.items() if not asserted or cls in asserted)
 
 
-def drafter_facts_from_wheel(version: str) -> dict[str, object]:
-    """Facts the drafter check needs, read off the cached wheel (controller side)."""
-    import zipfile
-
-    from specdeploy.controller import wheels
-
-    with zipfile.ZipFile(wheels.fetch_wheel(version)) as zf:
-        names = set(zf.namelist())
-
-        def read(member: str) -> str:
-            return zf.read(member).decode("utf-8") if member in names else ""
-
-        proposers = [
-            read(m)
-            for m in ("vllm/v1/spec_decode/eagle.py", "vllm/v1/spec_decode/llm_base_proposer.py")
-            if m in names
-        ]
-        archs = eagle3_drafter_architectures(
-            read("vllm/model_executor/models/registry.py"), proposers
-        )
-        llama = read("vllm/model_executor/models/llama_eagle3.py")
-    return {
-        "eagle3_architectures": archs,
-        # 0.15-0.20: fc input is target_hidden_size * 3, so exactly three aux layers
-        "aux_layer_count_fixed": 3 if "target_hidden_size * 3" in llama else None,
-        # later versions also read eagle_config["eagle_aux_hidden_state_layer_ids"]
-        "eagle_config_aux_ids_honoured": bool(
-            re.search(r"eagle_config\.get\(\s*\"eagle_aux_hidden_state_layer_ids\"", llama)
-        ),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="vllm-spec-keys", description=__doc__)
-    ap.add_argument("version", nargs="?", help="vLLM version (read from the cached wheel)")
-    ap.add_argument("--file", type=Path, help="path of a vllm/config/speculative.py")
+    ap.add_argument("--file", type=Path, required=True, help="path of a vllm/config/speculative.py")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    if not args.file and not args.version:
-        ap.error("give a version or --file")
     try:
-        res = extract_from_file(args.file) if args.file else extract_from_wheel(args.version)
+        res = extract_from_file(args.file)
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        where = f"--file {args.file}" if args.file else f"VERSION {args.version}"
-        print(f"vllm-spec-keys: error: {where}: {reason(exc)}", file=sys.stderr)
+        print(f"vllm-spec-keys: error: --file {args.file}: {reason(exc)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(res, indent=2))

@@ -19,6 +19,7 @@ from test_deploy_support import (
     ROOT,
     UNIT,
     assert_unchanged,
+    copy_toolkit,
     exec_start_argv,
     flag_value,
     stage_models,
@@ -179,6 +180,81 @@ def test_check_diff_shows_a_changed_input_and_changes_nothing(first, play, node)
     assert any('"num_speculative_tokens": 4' in line for line in added), run.tail()
     assert_unchanged(listing, node.listing())
     assert node.service("MainPID", "ActiveEnterTimestamp") == before
+
+
+def plan_shown(run, host: str) -> list[str]:
+    """The plan shown for a node (playbooks/plan.yml: `make plan` and the deploy's first play)."""
+    task = run.stdout.index("TASK [Show the plan for this node]")
+    start = run.stdout.index(f"ok: [{host}] => {{", task)
+    body = run.stdout[start:].split(" => ", 1)[1]
+    return json.loads(body[: body.index("\n}") + 2])["msg"]
+
+
+def test_plan_says_what_a_deploy_would_do_and_changes_nothing(first, play, node):
+    release = node.current_release()
+    listing = node.listing()
+    before = node.service("MainPID", "ActiveEnterTimestamp")
+    run = play("playbooks/plan.yml", extra=INPUTS)
+    assert run.returncode == 0, run.tail()
+    assert run.recap(play.host)["changed"] == 0
+    shown = plan_shown(run, play.host)
+    print("plan of the serving release:", *shown, sep="\n  ")
+    assert shown[0].startswith(f"release {release}: vLLM 0.16.0 (patch series ")
+    assert "serves it already, validated, same gates: only checked" in shown[1]
+    assert shown[2].startswith("server restarts: no; expected downtime: none")
+    assert shown[3].startswith("baseline for the speed-up gate: ")
+    assert shown[4].startswith("gates: {")
+
+    # A changed input: a new release, a restart, and the downtime this node's last start took.
+    changed = dict(SPECULATIVE, num_speculative_tokens=4)
+    run = play("playbooks/plan.yml", extra={"specdeploy_speculative_config": changed})
+    assert run.returncode == 0, run.tail()
+    shown = plan_shown(run, play.host)
+    print("plan of a changed input:", *shown, sep="\n  ")
+    planned = shown[0].split(":", 1)[0].removeprefix("release ")
+    assert planned != release and planned.startswith("0.16.0-")
+    assert f"would be built (serving now: {release})" in shown[1]
+    recorded = node.manifest(release)["starts"][-1]["stop_to_ready_s"]
+    assert shown[2] == (
+        f"server restarts: yes; expected downtime: about {round(recorded)} s "
+        "(the last start of the serving release on this node)"
+    )
+    assert_unchanged(listing, node.listing())
+    assert node.service("MainPID", "ActiveEnterTimestamp") == before
+
+
+def test_an_edit_outside_the_node_code_keeps_the_release_and_changes_nothing(
+    first, play, node, tmp_path
+):
+    """Tests, the bench, a stand-in profile and controller code are not part of a release."""
+    copy = copy_toolkit(tmp_path / "toolkit")
+    release = node.current_release()
+    for relative in (
+        "tests/testbed/bench.py",
+        "tests/unit/test_bench.py",
+        "specdeploy/controller/report.py",
+    ):
+        with (copy / relative).open("a") as handle:
+            handle.write("\n# an edit that is not node code\n")
+    profile = copy / "tests" / "standin" / "profiles" / "slow-spec.json"
+    profile.write_text(profile.read_text().replace("{", '{"edited": true, ', 1))
+    listing = node.listing()
+    before = node.service("MainPID", "ActiveEnterTimestamp")
+    run = play(extra=INPUTS, repo=copy)
+    assert run.returncode == 0, run.tail()
+    recap = run.recap(play.host)
+    assert recap["changed"] == 0, f"{recap}: {run.changed_tasks()}"
+    assert plan_shown(run, play.host)[0].startswith(f"release {release}: ")
+    assert_unchanged(listing, node.listing())
+    assert node.service("MainPID", "ActiveEnterTimestamp") == before
+
+    # The same copy with node code edited plans a new release (so the check above can fail).
+    with (copy / "specdeploy" / "node" / "gate.py").open("a") as handle:
+        handle.write("\n# node code edited\n")
+    run = play("playbooks/plan.yml", extra=INPUTS, repo=copy)
+    assert run.returncode == 0, run.tail()
+    shown = plan_shown(run, play.host)[0]
+    assert shown.startswith("release 0.16.0-") and not shown.startswith(f"release {release}: ")
 
 
 # ---------------------------------------------------------------- preflight refusals

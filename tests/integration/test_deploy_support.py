@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -93,21 +94,23 @@ class Deploy:
         extra: dict | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 900,
+        repo: Path = REPO,
     ) -> Run:
+        """`repo`: the toolkit checkout to run from (a copy, to test what an edit changes)."""
         environment = {
             k: v
             for k, v in os.environ.items()
             if not k.startswith(("SPECDEPLOY_API", "SPECDEPLOY_HUB"))
         }
         environment.update(
-            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+            ANSIBLE_CONFIG=str(repo / "ansible.cfg"),
             ANSIBLE_CALLBACK_RESULT_FORMAT="json",
             ANSIBLE_NOCOLOR="1",
             ANSIBLE_FORCE_COLOR="0",
         )
         environment.update(env or {})
         command = [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(self.inventory)]
-        command += [str(REPO / playbook)]
+        command += [str(repo / playbook)]
         if extra:
             command += ["-e", json.dumps(extra)]
         command += list(args)
@@ -117,7 +120,7 @@ class Deploy:
             capture_output=True,
             text=True,
             env=environment,
-            cwd=REPO,
+            cwd=repo,
             timeout=timeout,
         )
         return Run(
@@ -181,6 +184,20 @@ def assert_unchanged(before: list[str], after: list[str]) -> None:
     assert before == after, (
         f"node changed:\n- {chr(10).join(gone[:40])}\n+ {chr(10).join(new[:40])}"
     )
+
+
+def copy_toolkit(destination: Path) -> Path:
+    """A copy of this checkout's working tree (edits included, no .git, builds or reports)."""
+    shutil.copytree(
+        REPO,
+        destination,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "reports", ".gpu-stage", "__pycache__", ".*_cache"
+        ),
+    )
+    (destination / ".venv").symlink_to(REPO / ".venv")
+    return destination
 
 
 def stage_models(deploy: Deploy) -> None:

@@ -11,6 +11,7 @@ operator reads: the exit code, the failing node's message, which release each no
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import urllib.request
 from pathlib import Path
@@ -81,10 +82,40 @@ def answers(node) -> bool:
 
 
 def planned_release(run) -> str:
-    for line in run.stdout.splitlines():
-        if '"msg": "release ' in line:
-            return line.split('"msg": "release ', 1)[1].split(":", 1)[0]
-    raise AssertionError(f"no plan in the output:\n{run.tail()}")
+    """The release the plan showed (playbooks/plan.yml, the deploy's first play)."""
+    match = re.search(r'^\s*"release ([^:"]+): vLLM ', run.stdout, re.M)
+    assert match, f"no plan in the output:\n{run.tail()}"
+    return match.group(1)
+
+
+# What a deploy would change on a node: the release root, the service user, the settings files.
+NODE_STATE = (
+    f"sudo -n find {ROOT} /etc/specdeploy /etc/sysctl.d /etc/security/limits.d "
+    "-printf '%p %s %T@ %m %u\\n' 2>/dev/null | sort; getent passwd vllm; getent group vllm; "
+    "dpkg-query -W -f '${Package}\\n' 2>/dev/null | sort | md5sum"
+)
+
+
+def test_a_node_failing_the_hardware_doctor_leaves_every_node_untouched(cluster, play, hosts):
+    """Issue 16, point 2: the doctor runs on every node before anything changes anywhere."""
+    stage_models(play)
+    before = {n.hostname: cluster.ssh(n, NODE_STATE).stdout for n in cluster.nodes}
+    # Nothing deployed yet: no release root, no service user, no settings file.
+    for state in before.values():
+        assert ROOT not in state and "vllm:" not in state and "90-specdeploy" not in state, state
+    cluster.set_scenario(cluster.nodes[2], "seven_gpus")
+    try:
+        run = play(extra={**A, **ALL_AT_ONCE})
+    finally:
+        cluster.set_scenario(cluster.nodes[2], "healthy")
+    assert run.returncode == 2, run.tail()
+    message = run.failure_message()
+    assert message.startswith(f"{hosts[2]}: hardware preflight failed: gpu_count: "), message
+    assert "7 GPUs visible, expected 8" in message, message
+    # Every node, the two healthy ones included, is exactly as it was.
+    assert {n.hostname: cluster.ssh(n, NODE_STATE).stdout for n in cluster.nodes} == before
+    assert "TASK [gpu_node : Install the OS packages" not in run.stdout, run.tail()
+    assert "PLAY [Provision the GPU nodes]" not in run.stdout, run.tail()
 
 
 def rollout_failing_on(play: Deploy, host: str, extra: dict):

@@ -19,8 +19,8 @@ from patchtest_util import (
     snapshot,
 )
 
-from specdeploy.controller import wheels
-from specdeploy.node import patch_verify, speckeys
+from specdeploy.controller import wheel_facts, wheels
+from specdeploy.node import patch_verify
 from specdeploy.node.patches import Manifest, parse_unified_diff, series_sha256
 
 pytestmark = pytest.mark.patches
@@ -91,7 +91,7 @@ def test_regenerating_from_the_wheels_changes_nothing() -> None:
 
 @pytest.mark.parametrize("version", [*PATCH_VERSIONS, "0.18.0", *NATIVE_VERSIONS])
 def test_speculative_keys_equal_the_wheel(manifest: Manifest, version: str) -> None:
-    got = speckeys.extract_from_wheel(version)
+    got = wheel_facts.extract_from_wheel(version)
     entry = manifest.entry(version)
     assert entry["speculative_config_keys"] == got["keys"]
     assert entry["speculative_config_internal_keys"] == got["internal"]
@@ -374,7 +374,7 @@ def test_newest_vllm_on_pypi_is_native_and_verified(
 @pytest.mark.parametrize("version", [*PATCH_VERSIONS, "0.18.0", *NATIVE_VERSIONS])
 def test_drafter_facts_equal_the_wheel(manifest: Manifest, version: str) -> None:
     """What the drafter check relies on is read off the wheel, not remembered."""
-    got = speckeys.drafter_facts_from_wheel(version)
+    got = wheel_facts.drafter_facts_from_wheel(version)
     assert manifest.entry(version)["drafter"] == got
     archs = set(got["eagle3_architectures"])
     assert {"Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3"} <= archs

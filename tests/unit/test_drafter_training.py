@@ -127,15 +127,21 @@ def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) ->
     whole = subprocess.run(pipeline_cmd(cfg_b), cwd=REPO, capture_output=True, text=True)
     assert whole.returncode == 0, whole.stdout + whole.stderr
 
+    # its own process group: the kill below takes the worker with it, as a crash or an
+    # operator's Ctrl-C would (a surviving worker would race the resumed run)
     proc = subprocess.Popen(
-        pipeline_cmd(cfg_a), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        pipeline_cmd(cfg_a),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     ckpt = a / "work" / "train" / "checkpoint.pt"
     t0 = time.monotonic()
     while not ckpt.exists() and time.monotonic() - t0 < 300 and proc.poll() is None:
         time.sleep(0.05)
     assert proc.poll() is None, "training finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)  # the pipeline this test started, by its pid
+    os.killpg(proc.pid, signal.SIGKILL)  # the pipeline this test started and its worker
     proc.wait(10)
     worker_log = (a / "work" / "train" / "worker.log").read_text()
     done_before = worker_log.count("CHUNK ")
@@ -148,7 +154,7 @@ def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) ->
     steps_total = whole.stdout.count("[drafter] train:")
     # the resumed run did only the steps after the checkpoint
     assert resumed.stdout.count("[drafter] train:") < steps_total
-    assert done_before >= 2
+    assert done_before >= 1  # the checkpoint exists: at least one chunk was finished
     # the same drafter as the uninterrupted run, byte for byte
     assert (a / "out" / "model.safetensors").read_bytes() == (
         b / "out" / "model.safetensors"

@@ -16,7 +16,7 @@ import pytest
 from fleet_history import NEW, OLD, fleet, write
 
 from specdeploy.controller import report
-from specdeploy.node import metrics
+from specdeploy.node import metrics, textfile
 
 pytestmark = pytest.mark.timeout(120)
 NODE_EXPORTER = "prometheus-node-exporter"
@@ -127,7 +127,7 @@ def test_node_exporter_reports_a_broken_textfile(tmp_path):
 
 def test_textfile_writer_refuses_duplicate_series():
     r = fleet()[2]
-    tf = report._Textfile()
+    tf = textfile._Textfile()
     tf.add("x", "h", {"node": r["node"]}, 1.0)
     with pytest.raises(ValueError, match="two samples of x"):
         tf.add("x", "h", {"node": r["node"]}, 2.0)

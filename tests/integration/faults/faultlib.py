@@ -488,11 +488,11 @@ def history_rows(db: Path) -> set[str]:
 
 
 def first_release_of(run: Run) -> str:
-    """The release the run planned (the preflight's fact, whatever its task is called)."""
+    """The release the run planned (the plan's release object, whatever its task is called)."""
     for _name, result in run.results():
-        release = (result.get("ansible_facts") or {}).get("preflight_release_id")
-        if release:
-            return str(release).strip()
+        release = (result.get("ansible_facts") or {}).get("specdeploy_release")
+        if isinstance(release, dict) and release.get("id"):
+            return str(release["id"]).strip()
     raise AssertionError(f"the run planned no release (exit {run.rc}): {run.message}")
 
 
