@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import itertools
 import json
 import re
 import sys
@@ -83,6 +84,94 @@ _SPEC_RE = re.compile(
     r"Per-position acceptance rate: (?P<pos>[0-9., ]*?), "
     r"Avg Draft acceptance rate: (?P<rate>[0-9.]+)%"
 )
+
+
+# The phases of a start, in order, and the lines that open them: systemd's own for the old
+# server's stop and the new process, then vLLM 0.20.2's words (tests/fixtures/
+# vllm-0.20.2-gpu-tier/runs/*/engine.log). A phase lasts until a later one opens.
+PHASES = ("stop", "start", "weights", "compile", "graphs", "api", "ready")
+PHASE_TITLES = {
+    "stop": "stopping the old server",
+    "start": "process started (imports, config)",
+    "weights": "loading weights",
+    "compile": "torch.compile",
+    "graphs": "CUDA graph capture",
+    "api": "starting the API server",
+    "ready": "ready",
+}
+_PHASE_RES = (
+    ("stop", re.compile(r"^Stopping \S+\.service\b")),
+    ("start", re.compile(r"^Start(?:ing|ed) \S+\.service\b")),
+    (
+        "weights",
+        re.compile(
+            r"Starting to load model|Loading safetensors checkpoint shards|Loading weights took"
+            r"|Loading drafter model"
+        ),
+    ),
+    (
+        "compile",
+        re.compile(
+            r"for vLLM's torch\.compile|Compiling a graph for compile range"
+            r"|Directly load (?:the compiled graph|AOT compilation)|torch\.compile took"
+        ),
+    ),
+    ("graphs", re.compile(r"Profiling CUDA graph memory|Capturing CUDA graphs")),
+    (
+        "api",
+        re.compile(
+            r"init engine \(profile, create kv cache, warmup model\) took|Starting vLLM server on"
+        ),
+    ),
+    ("ready", re.compile(r"Application startup complete\.")),
+)
+_SHARDS_RE = re.compile(
+    r"Loading safetensors checkpoint shards:\s+(?P<pct>\d+)% Completed"
+    r" \| (?P<done>\d+)/(?P<total>\d+)"
+)
+
+
+@dataclass(frozen=True)
+class PhaseEvent:
+    """A phase of a start opened at ``at`` (the log line's time, seconds)."""
+
+    phase: str  # one of PHASES
+    at: float
+    message: str  # the line that opened it
+
+
+def parse_phases(entries: list[tuple[float, str]]) -> tuple[list[PhaseEvent], int | None]:
+    """The phases a start went through, from (time, message) log entries in order, and the
+    weights' last logged percentage (None before any shard progress). Phases only move
+    forward: a line of an earlier phase (the drafter's weights) does not reopen it."""
+    events: list[PhaseEvent] = []
+    percent: int | None = None
+    for at, message in entries:
+        for part in message.split("\r"):
+            index = len(events) and PHASES.index(events[-1].phase)
+            for phase, rx in _PHASE_RES:
+                if rx.search(part):
+                    if not events or PHASES.index(phase) > index:
+                        events.append(PhaseEvent(phase, at, part.strip()[:200]))
+                    break
+            m = _SHARDS_RE.search(part)
+            if m and events and events[-1].phase == "weights":
+                percent = int(m.group("pct"))
+    return events, percent
+
+
+def downtime_window(events: list[PhaseEvent]) -> dict[str, object] | None:
+    """The window from the old server's stop (or the new process's start, when nothing ran
+    before) to readiness, and its parts (seconds per phase); None before readiness."""
+    if not events or events[-1].phase != "ready":
+        return None
+    first = events[0]
+    parts = {a.phase: round(b.at - a.at, 2) for a, b in itertools.pairwise(events)}
+    return {
+        "from": first.phase,
+        "window_s": round(events[-1].at - first.at, 2),
+        "parts": parts,
+    }
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ after) and stop in the first play.
 
 from __future__ import annotations
 
+import calendar
 import json
 import shlex
 import time
@@ -374,3 +375,52 @@ def test_preflight_refuses_and_leaves_the_node_unchanged(case, first, play, node
     assert "TASK [vllm_release" not in run.stdout and "TASK [gpu_node" not in run.stdout, run.tail()
     assert_unchanged(listing, node.listing())
     assert node.service("MainPID", "ActiveEnterTimestamp") == before
+
+
+def _progress_lines(run, host: str) -> list[str]:
+    return [line for line in run.stdout.splitlines() if line.startswith(f"{host}: ")]
+
+
+def test_a_start_shows_its_load_phases_and_the_deploy_ends_with_the_downtime(first, play):
+    lines = _progress_lines(first, play.host)
+    said = " | ".join(lines)
+    order = ["loading weights", "torch.compile", "CUDA graph capture", "ready"]
+    positions = [next(i for i, line in enumerate(lines) if phase in line) for phase in order]
+    assert positions == sorted(positions), said
+    assert "FAILED - RETRYING" not in first.stdout
+    assert "no earlier start recorded on this node" in said  # the node's first start
+    last_task = first.stdout.rsplit("TASK [", 1)[-1].split("PLAY RECAP", 1)[0]
+    assert last_task.startswith("Say the measured downtime window per node]"), last_task
+    assert f"{play.host}: downtime window " in last_task
+
+
+def test_the_old_server_stops_only_after_the_new_release_is_built(first, play, node):
+    """A new release: build, patch, verify, render and caches all happen while the old
+    release still serves; the journal's stop of the old server comes after every file the
+    deploy made for the new release. The start's window and parts are in its manifest."""
+    run = play(
+        extra={"specdeploy_speculative_config": {**SPECULATIVE, "num_speculative_tokens": 4}}
+    )
+    assert run.returncode == 0, run.tail()
+    release = node.current_release()
+    stops = node.sh(
+        "sudo -n journalctl -u vllm.service -o short-unix --no-pager -q | grep ' Stopping vllm'"
+    ).splitlines()
+    stopped_at = float(stops[-1].split()[0])
+    newest = node.sh(
+        f"sudo -n find {ROOT}/releases/{release} /var/cache/specdeploy/compile"
+        " -path '*/__pycache__' -prune -o -type f ! -name manifest.json -printf '%T@ %p\\n'"
+        " | sort -n | tail -1"
+    ).split()
+    assert float(newest[0]) < stopped_at, f"{newest[1]} was written after the stop"
+    manifest = node.manifest(release)
+    verified = next(h for h in manifest["history"] if h["status"] == "verified")
+    assert calendar.timegm(time.strptime(verified["at"], "%Y-%m-%dT%H:%M:%SZ")) <= stopped_at
+    window = manifest["starts"][-1]["window"]
+    assert window["from"] == "stop"
+    assert {"stop", "weights", "compile", "graphs"} <= set(window["parts"]), window
+    assert window["window_s"] == pytest.approx(sum(window["parts"].values()), abs=0.1)
+    said = " | ".join(_progress_lines(run, play.host))
+    assert "from 1 earlier start(s)" in said, said  # the first deploy's start is on record
+    assert f"ready after a downtime window of {window['window_s']} s" in said
+    assert f"downtime window {window['window_s']} s" in run.stdout.rsplit("TASK [", 1)[-1]

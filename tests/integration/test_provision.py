@@ -178,7 +178,9 @@ def test_provisioning_is_idempotent_and_check_mode_safe(node, play):
     # The container is detected and the kernel-level settings are skipped with a message.
     said = results(second)["Say that the kernel settings are not applied inside the container"]
     assert "systemd-nspawn container" in said["msg"]
-    assert results(second)["Measure /dev/shm"].get("skipped")
+    assert results(second)["Grow /dev/shm and the persistence daemon, time sync (host only)"].get(
+        "skipped"
+    )
 
     state = node.ssh(
         node.nodes[0],

@@ -32,6 +32,13 @@ def log(level: str, where: str, msg: str, proc: str = "APIServer") -> None:
         sys.stdout.flush()
 
 
+def log_raw(line: str, proc: str = "APIServer") -> None:
+    """A line without level and time, as vLLM's progress bars (tqdm) print them."""
+    with _print_lock:
+        sys.stdout.write(f"({proc} pid={PID}) {line}\n")
+        sys.stdout.flush()
+
+
 def access_log(client: str, method: str, path: str, code: int) -> None:
     try:
         phrase = http.HTTPStatus(code).phrase

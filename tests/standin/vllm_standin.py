@@ -81,7 +81,7 @@ import standin_log
 import standin_metrics
 from standin_engine import Engine
 from standin_http import ROUTES, Server, make_handler
-from standin_log import PID, _print_lock, fail_engine, log
+from standin_log import PID, _print_lock, fail_engine, log, log_raw
 from standin_profile import load_profile
 from standin_vllm import (
     DEFAULT_VERSION,
@@ -276,16 +276,31 @@ def serve(args: argparse.Namespace) -> int:
             f"Using {eng.backend} attention backend out of potential backends: {pot}.",
             proc="EngineCore",
         )
+    # The start's phases in vLLM 0.20.2's words (tests/fixtures/vllm-0.20.2-gpu-tier/runs/
+    # */engine.log): weights (shard progress), torch.compile, CUDA graph capture; the start-up
+    # delay is shared among them as a real start spends it (about 60/25/15 %).
+    delay = max(0.0, float(prof.get("startup_delay_s", 1.0)))  # type: ignore[arg-type]
+    weights_s, compile_s, graphs_s = delay * 0.6, delay * 0.25, delay * 0.15
+    shards = 4
+
+    def shard_progress(done: int) -> None:
+        log_raw(
+            f"Loading safetensors checkpoint shards: {100 * done // shards:3d}% Completed"
+            f" | {done}/{shards} [00:00<00:00, 1.00it/s]",
+            proc="EngineCore",
+        )
+
+    shard_progress(0)
     if faults.get("hang"):
-        log("INFO", "gpu_model_runner.py:4777", "Loading weights ...", proc="EngineCore")
         while True:  # port open (bound, listening), never answers
             time.sleep(3600)
-    delay = float(prof.get("startup_delay_s", 1.0))  # type: ignore[arg-type]
-    time.sleep(max(0.0, delay))
+    for done in range(1, shards + 1):
+        time.sleep(weights_s / shards)
+        shard_progress(done)
     log(
         "INFO",
         "default_loader.py:384",
-        f"Loading weights took {delay:.2f} seconds",
+        f"Loading weights took {weights_s:.2f} seconds",
         proc="EngineCore",
     )
     if eng.spec is not None:
@@ -327,13 +342,49 @@ def serve(args: argparse.Namespace) -> int:
     log(
         "INFO",
         "gpu_model_runner.py:4879",
-        f"Model loading took 0.29 GiB memory and {delay:.6f} seconds",
+        f"Model loading took 0.29 GiB memory and {weights_s:.6f} seconds",
+        proc="EngineCore",
+    )
+    cache = os.environ.get("VLLM_CACHE_ROOT", "/tmp/vllm-cache")
+    log(
+        "INFO",
+        "backends.py:1069",
+        f"Using cache directory: {cache}/torch_compile_cache/standin/rank_0_0/backbone"
+        " for vLLM's torch.compile",
+        proc="EngineCore",
+    )
+    time.sleep(compile_s)
+    log(
+        "INFO",
+        "backends.py:391",
+        f"Compiling a graph for compile range (1, 8192) takes {compile_s:.2f} s",
+        proc="EngineCore",
+    )
+    log(
+        "INFO", "monitor.py:53", f"torch.compile took {compile_s:.2f} s in total", proc="EngineCore"
+    )
+    log(
+        "INFO",
+        "gpu_model_runner.py:5963",
+        "Profiling CUDA graph memory: PIECEWISE=49 (largest=512), FULL=49 (largest=512)",
+        proc="EngineCore",
+    )
+    time.sleep(graphs_s)
+    log_raw(
+        "Capturing CUDA graphs (decode, FULL): 100%|██████████| 49/49 [00:00<00:00, 58.31it/s]",
         proc="EngineCore",
     )
     log(
         "INFO",
-        "core.py:306",
-        "init engine (profile, create kv cache, warmup model) took 0.01 s",
+        "gpu_model_runner.py:6133",
+        f"Graph capturing finished in {graphs_s:.0f} secs, took 0.48 GiB",
+        proc="EngineCore",
+    )
+    log(
+        "INFO",
+        "core.py:299",
+        f"init engine (profile, create kv cache, warmup model) took {compile_s + graphs_s:.2f} s"
+        f" (compilation: {compile_s:.2f} s)",
         proc="EngineCore",
     )
 

@@ -1,0 +1,92 @@
+"""The page-cache read-ahead before a restart (specdeploy.node.prefetch): when memory allows,
+the model's files are read ahead with posix_fadvise(WILLNEED); otherwise a reason is given."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from specdeploy.node import prefetch
+
+GIB = 1024**3
+
+
+def meminfo(tmp_path: Path, available_kb: int) -> Path:
+    path = tmp_path / "meminfo"
+    path.write_text(f"MemTotal: 99999999 kB\nMemFree: 1 kB\nMemAvailable: {available_kb} kB\n")
+    return path
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    root = tmp_path / "model"
+    (root / "sub").mkdir(parents=True)
+    (root / "config.json").write_text("{}")
+    (root / "model-00001-of-00002.safetensors").write_bytes(os.urandom(64 * 1024))
+    (root / "sub" / "model-00002-of-00002.safetensors").write_bytes(os.urandom(32 * 1024))
+    (root / "README.md").write_text("not read by the loader")
+    return root
+
+
+def test_the_model_files_are_found_largest_first(model):
+    files = prefetch.model_files([model])
+    assert [p.name for p in files] == [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "config.json",
+    ]
+
+
+def test_auto_reads_ahead_when_memavailable_holds_the_files(tmp_path, model):
+    result = prefetch.run("auto", [model], reserve=0, meminfo=meminfo(tmp_path, 8 * 1024**2))
+    assert result.prefetch and result.files == 3 and result.errors == []
+    assert result.bytes == 96 * 1024 + 2
+
+
+def test_auto_skips_with_a_message_when_memory_is_short(tmp_path, model):
+    result = prefetch.run("auto", [model], reserve=GIB, meminfo=meminfo(tmp_path, 1024**2 // 2))
+    assert not result.prefetch
+    assert result.reason.startswith("skipped:") and "do not fit" in result.reason
+    assert "MemAvailable 0.5 GiB, reserve 1.0 GiB" in result.reason
+
+
+def test_always_reads_ahead_even_when_memory_is_short(tmp_path, model):
+    result = prefetch.run("always", [model], reserve=GIB, meminfo=meminfo(tmp_path, 1))
+    assert result.prefetch and result.errors == []
+
+
+def test_never_reads_nothing(tmp_path, model):
+    result = prefetch.run("never", [model], reserve=0, meminfo=meminfo(tmp_path, 8 * 1024**2))
+    assert not result.prefetch and result.files == 0 and result.reason == "off (never)"
+
+
+def test_the_kernel_is_asked_for_every_file(monkeypatch, tmp_path, model):
+    advised = []
+    real = os.posix_fadvise
+
+    def spy(fd, offset, length, advice):
+        advised.append((os.readlink(f"/proc/self/fd/{fd}"), offset, length, advice))
+        return real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", spy)
+    prefetch.run("auto", [model], reserve=0, meminfo=meminfo(tmp_path, 8 * 1024**2))
+    assert {Path(p).name for p, *_ in advised} == {
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "config.json",
+    }
+    assert {(o, n, a) for _, o, n, a in advised} == {(0, 0, os.POSIX_FADV_WILLNEED)}
+
+
+def test_the_cli_prints_json_and_refuses_a_missing_directory(tmp_path, model, capsys):
+    mem = str(meminfo(tmp_path, 8 * 1024**2))
+    assert (
+        prefetch.main(["--path", str(model), "--meminfo", mem, "--reserve-gb", "0", "--json"]) == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["prefetch"] and out["mode"] == "auto"
+    assert prefetch.main(["--path", str(tmp_path / "none"), "--meminfo", mem]) == 2
+    assert "not a directory" in capsys.readouterr().err
