@@ -9,12 +9,12 @@ prints the SpeculativeConfig keys. Exit codes: 0 ok, 2 usage or I/O error.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import zipfile
 
 from specdeploy.controller import wheels
+from specdeploy.node import speckeys
 from specdeploy.node.speckeys import eagle3_drafter_architectures, extract_fields
 
 SPECULATIVE_CONFIG = "vllm/config/speculative.py"
@@ -60,11 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(res, indent=2))
-    else:
-        for k in res["keys"]:
-            print(k + ("  (internal)" if k in res["internal"] else ""))
+    speckeys.print_keys(res, args.json)
     return 0
 
 

@@ -393,20 +393,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                 ares.set_baseline(one, source or "--baseline-tps")
             if args.levels:
                 try:
-                    measured = speed.measure(
-                        args.base_url,
-                        args.served_model_name,
-                        levels,
-                        prompts,
-                        api_key=api_key,
-                        endpoint=args.endpoint,
-                        max_tokens=args.max_tokens or 128,
-                        temperature=args.temperature,
-                        top_p=args.top_p,
-                        repeats=args.repeats,
-                        min_window_s=args.min_window_s,
-                        timeout_s=args.request_timeout,
-                    )
+                    measured = _measure(args, levels, prompts, api_key)
                 except loadgen.LoadgenError as e:
                     ares.status, ares.message = "error", f"could not measure the levels: {e}"
             else:
@@ -452,6 +439,29 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     return result
 
 
+def _measure(
+    args: argparse.Namespace,
+    levels: list[int],
+    prompts: list[acceptance.Prompt],
+    api_key: str | None,
+) -> list[dict[str, object]]:
+    """The workload of the command line at each concurrency level (validation and baseline)."""
+    return speed.measure(
+        args.base_url,
+        args.served_model_name,
+        levels,
+        prompts,
+        api_key=api_key,
+        endpoint=args.endpoint,
+        max_tokens=args.max_tokens or 128,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        repeats=args.repeats,
+        min_window_s=args.min_window_s,
+        timeout_s=args.request_timeout,
+    )
+
+
 def run_baseline(args: argparse.Namespace) -> dict[str, object]:
     """``check baseline``: throughput per level of whatever serves now (no gates)."""
     if not args.levels:
@@ -466,20 +476,7 @@ def run_baseline(args: argparse.Namespace) -> dict[str, object]:
         spec = speed.serves_speculatively(client, args.served_model_name)
     except smoke.HttpError as e:
         raise loadgen.LoadgenError(f"/metrics: {e}") from None
-    measured = speed.measure(
-        args.base_url,
-        args.served_model_name,
-        levels,
-        prompts,
-        api_key=api_key,
-        endpoint=args.endpoint,
-        max_tokens=args.max_tokens or 128,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        repeats=args.repeats,
-        min_window_s=args.min_window_s,
-        timeout_s=args.request_timeout,
-    )
+    measured = _measure(args, levels, prompts, api_key)
     return speed.throughput_document(
         measured,
         release=args.release or default_release(),

@@ -144,12 +144,17 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         print(f"vllm-spec-keys: error: --file {args.file}: {reason(exc)}", file=sys.stderr)
         return 2
-    if args.json:
+    print_keys(res, args.json)
+    return 0
+
+
+def print_keys(res: dict[str, list[str]], as_json: bool) -> None:
+    """The keys as JSON, or one a line with the internal ones marked."""
+    if as_json:
         print(json.dumps(res, indent=2))
     else:
         for k in res["keys"]:
             print(k + ("  (internal)" if k in res["internal"] else ""))
-    return 0
 
 
 if __name__ == "__main__":
