@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -110,6 +111,13 @@ def test_rendering_now_gives_the_flags_that_ran(tmp_path: Path) -> None:
     now = unitexec.parse_unit((d / "vllm.service").read_text()).exec_start
     ran = unitexec.parse_unit((RAN / "spec-fa" / "vllm.service").read_text()).exec_start
     assert now[1:] == ran[1:], shlex.join(now)
-    assert unitexec.parse_env_file((d / "vllm.env").read_text()) == unitexec.parse_env_file(
-        (RAN / "spec-fa" / "vllm.env").read_text()
-    )
+
+    # The compile caches are keyed by the code fingerprint: render-unit.yml now plans a real
+    # release (the recorded runs used a fixed "gpu-tier" key), so compare with the key masked.
+    def env(path: Path) -> dict[str, str]:
+        return {
+            k: re.sub(r"/compile/[^/]+", "/compile/<fingerprint>", v)
+            for k, v in unitexec.parse_env_file(path.read_text()).items()
+        }
+
+    assert env(d / "vllm.env") == env(RAN / "spec-fa" / "vllm.env")
