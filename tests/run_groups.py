@@ -45,6 +45,8 @@ ESTIMATE_S = {
     "test_fleet": 700,
     "test_controller_wheelhouse": 600,
     "test_schedule": 645,
+    "test_advise": 400,
+    "test_on_failure": 280,
     "patches": 510,
     "test_provision": 410,
     "test_security": 385,
