@@ -40,22 +40,16 @@ def ensure_client_key() -> Path:
     key = client_key()
     if not key.is_file():
         ssh_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
-        subprocess.run(
-            [
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                "specdeploy-sandbox",
-                "-f",
-                str(key),
-            ],
-            check=True,
-        )
+        ed25519_keygen(key, "specdeploy-sandbox")
     return key
+
+
+def ed25519_keygen(path: Path, comment: str) -> None:
+    """A new passphrase-less ed25519 key pair at path (and path.pub)."""
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        check=True,
+    )
 
 
 def put(
@@ -126,21 +120,7 @@ def prepare_layer(node: Node, lower: Path) -> str:
     put(upper, lower, "etc/resolv.conf", "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
     put(upper, lower, "etc/ssh/sshd_config.d/10-specdeploy-sandbox.conf", sshd_config(node))
     keydir = Path(tempfile.mkdtemp(dir=node.dir))
-    subprocess.run(
-        [
-            "ssh-keygen",
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            f"root@{node.hostname}",
-            "-f",
-            str(keydir / "k"),
-        ],
-        check=True,
-    )
+    ed25519_keygen(keydir / "k", f"root@{node.hostname}")
     pub = (keydir / "k.pub").read_text()
     put(upper, lower, "etc/ssh/ssh_host_ed25519_key", (keydir / "k").read_bytes(), 0o600)
     put(upper, lower, "etc/ssh/ssh_host_ed25519_key.pub", pub)
