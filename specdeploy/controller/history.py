@@ -20,6 +20,14 @@ concurrency level, :func:`baseline_levels` also matches the parallel sizes and t
     python -m specdeploy.controller.history baseline-levels --db DB --node N --model NAME \
         --parallel tp=8,pp=1 --hardware "NVIDIA H200"   # {"found", "levels": {"1": tps}}; 1 none
     python -m specdeploy.controller.history runs --db DB [--node NODE] [--release ID]  # JSON lines
+
+Each server start a deploy or rollback made is recorded too (table ``starts``): its downtime
+window (the old server's stop to the new one's readiness, from the engine log) with its parts
+(weights, compilation, graph capture), and the throughput and speed-up of the validation that
+followed it, when one ran::
+
+    python -m specdeploy.controller.history record-starts --db DB --json '[{...}, ...]'
+    python -m specdeploy.controller.history starts --db DB [--node NODE] [--latest]  # JSON lines
 """
 
 from __future__ import annotations
@@ -58,7 +66,26 @@ CREATE TABLE IF NOT EXISTS runs (
     result_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_node_release ON runs (node, release, started_at);
+CREATE TABLE IF NOT EXISTS starts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    node TEXT NOT NULL,
+    release TEXT NOT NULL,
+    action TEXT NOT NULL,
+    at TEXT NOT NULL,
+    restarted INTEGER NOT NULL,
+    window_s REAL,
+    parts TEXT,
+    output_tps REAL,
+    speed_up REAL,
+    validation_run_id TEXT
+);
+CREATE INDEX IF NOT EXISTS starts_node ON starts (node, at);
 """
+
+START_FIELDS = (
+    "node", "release", "action", "at", "restarted", "window_s", "parts", "output_tps",
+    "speed_up", "validation_run_id",
+)  # fmt: skip
 
 COLUMNS = (
     "id", "run_id", "node", "release", "model", "started_at", "mode", "status", "exit_code",
@@ -364,6 +391,73 @@ def compare(v: dict[str, Any], ref: dict[str, Any], tolerance: float) -> list[Re
     return out
 
 
+def _number(value: object) -> float | None:
+    """A figure from Ansible (a number, a numeric string, or None / '' for not measured)."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"not a number: {value!r}") from None
+
+
+def start_values(entry: dict[str, Any]) -> dict[str, Any]:
+    """One start as stored: node, release, action and at are required; ``window`` is
+    engine_log.downtime_window's dict (None when the engine log did not say ready)."""
+    missing = [k for k in ("node", "release", "action", "at") if not entry.get(k)]
+    if missing:
+        raise ValueError(f"a start needs {', '.join(missing)}: {json.dumps(entry)[:200]}")
+    window = entry.get("window") or {}
+    if not isinstance(window, dict):
+        raise ValueError(f"window is not an object: {window!r}")
+    return {
+        "node": str(entry["node"]),
+        "release": str(entry["release"]),
+        "action": str(entry["action"]),
+        "at": str(entry["at"]),
+        "restarted": int(str(entry.get("restarted", True)).lower() in ("true", "1")),
+        "window_s": _number(window.get("window_s")),
+        "parts": json.dumps(window.get("parts")) if window.get("parts") else None,
+        "output_tps": _number(entry.get("output_tps")),
+        "speed_up": _number(entry.get("speed_up")),
+        "validation_run_id": entry.get("validation_run_id") or None,
+    }
+
+
+def record_starts(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> int:
+    """Store the starts of one deploy or rollback; returns how many were stored."""
+    rows = [start_values(e) for e in entries]  # all checked before any is written
+    with conn:
+        for v in rows:
+            conn.execute(
+                f"INSERT INTO starts ({', '.join(v)}) VALUES ({', '.join('?' for _ in v)})",
+                tuple(v.values()),
+            )
+    return len(rows)
+
+
+def starts(
+    conn: sqlite3.Connection, node: str | None = None, *, latest: bool = False
+) -> list[dict[str, Any]]:
+    """Recorded starts, oldest first (``latest``: only each node's newest)."""
+    q = f"SELECT {', '.join(START_FIELDS)} FROM starts"
+    args: list[str] = []
+    if node:
+        q += " WHERE node = ?"
+        args.append(node)
+    if latest:
+        q += (" AND" if node else " WHERE") + (
+            " id = (SELECT MAX(id) FROM starts AS s WHERE s.node = starts.node)"
+        )
+    out = []
+    for r in conn.execute(q + " ORDER BY at, id", args):
+        d = dict(r)
+        d["restarted"] = bool(d["restarted"])
+        d["parts"] = json.loads(d["parts"]) if d["parts"] else {}
+        out.append(d)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="spec-history", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -383,7 +477,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--db", required=True)
     r.add_argument("--node")
     r.add_argument("--release")
+    rs = sub.add_parser("record-starts", help="store a deploy's or rollback's starts")
+    rs.add_argument("--db", required=True)
+    rs.add_argument("--json", required=True, help="a JSON list of starts (node, release, ...)")
+    st = sub.add_parser("starts", help="recorded starts and their downtime, one JSON a line")
+    st.add_argument("--db", required=True)
+    st.add_argument("--node")
+    st.add_argument("--latest", action="store_true", help="only each node's newest start")
     args = p.parse_args(argv)
+    if args.cmd == "record-starts":
+        return _record_starts(args.db, args.json)
     if not Path(args.db).exists():
         if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
@@ -425,8 +528,38 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(json.dumps({"found": True, **base}))
             return 0
+        if args.cmd == "starts":
+            for row in starts(conn, args.node, latest=args.latest):
+                print(json.dumps(row))
+            return 0
         for row in runs(conn, args.node, args.release):
             print(json.dumps(row))
+        return 0
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    finally:
+        conn.close()
+
+
+def _record_starts(db: str, text: str) -> int:
+    """record-starts: every entry is checked before the history is touched (exit 2 on bad
+    input, naming what is wrong)."""
+    try:
+        entries = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return cli.usage_error("spec-history", f"--json is not JSON: {exc}")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return cli.usage_error("spec-history", "--json must be a list of objects")
+    try:
+        for entry in entries:
+            start_values(entry)
+        conn = connect(db)
+    except ValueError as exc:
+        return cli.usage_error("spec-history", f"--json: {exc}")
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    try:
+        print(json.dumps({"recorded": record_starts(conn, entries), "db": db}))
         return 0
     except HistoryError as exc:
         return cli.usage_error("spec-history", f"--db {exc}")

@@ -44,3 +44,11 @@ def test_the_table_gives_medians_spread_and_the_ratio_to_one_node():
     assert "| 1 | no-op re-deploy | 22.0 s (20.0-30.0, n=3) | - |" in text
     assert "| 4 | no-op re-deploy | 31.0 s (30.0-33.0, n=3) | 1.41 |" in text
     assert "- 4 node(s): gpu_node 12.0 s" in text
+
+
+def test_a_new_table_keeps_the_hand_written_notes_below_the_marker():
+    old = f"# old table\n| 1 | 99 s |\n\n{bench.NOTES_MARKER}\n\n## mitogen\nmeasured by hand\n"
+    text = bench.with_notes("# new table\n| 1 | 9 s |\n", old)
+    assert text.startswith("# new table") and "99 s" not in text
+    assert text.endswith(f"{bench.NOTES_MARKER}\n\n## mitogen\nmeasured by hand\n")
+    assert bench.with_notes("# new\n", "# old without notes\n") == "# new\n"

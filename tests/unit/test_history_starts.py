@@ -1,0 +1,71 @@
+"""The deploy's and rollback's starts in the controller history: downtime window, its parts,
+and the validation's throughput and speed-up (history.record_starts, CLI record-starts/starts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specdeploy.controller import history
+
+WINDOW = {"from": "stop", "window_s": 7.5, "parts": {"stop": 1.0, "weights": 4.0, "compile": 2.5}}
+
+
+def _start(node: str, at: str, **extra: object) -> dict[str, object]:
+    return {"node": node, "release": "r1", "action": "deploy", "at": at, "restarted": True,
+            "window": WINDOW, **extra}  # fmt: skip
+
+
+def test_starts_keep_the_window_its_parts_and_the_validation_figures(tmp_path):
+    conn = history.connect(tmp_path / "h.sqlite")
+    stored = history.record_starts(
+        conn,
+        [
+            _start("n1", "2026-12-03T10:00:00Z", output_tps="41.5", speed_up=1.8),
+            _start("n2", "2026-12-03T10:00:01Z", restarted="False", window=None),
+        ],
+    )
+    assert stored == 2
+    n1, n2 = history.starts(conn)
+    assert (n1["window_s"], n1["parts"], n1["output_tps"], n1["speed_up"]) == (
+        7.5, WINDOW["parts"], 41.5, 1.8,
+    )  # fmt: skip
+    assert n2["restarted"] is False and n2["window_s"] is None and n2["parts"] == {}
+
+
+def test_latest_gives_each_nodes_newest_start(tmp_path):
+    conn = history.connect(tmp_path / "h.sqlite")
+    history.record_starts(conn, [_start("n1", "2026-12-03T10:00:00Z")])
+    history.record_starts(
+        conn,
+        [
+            _start("n1", "2026-12-03T11:00:00Z", action="rollback"),
+            _start("n2", "2026-12-03T11:00:00Z"),
+        ],
+    )
+    latest = history.starts(conn, latest=True)
+    assert [(s["node"], s["action"]) for s in latest] == [("n1", "rollback"), ("n2", "deploy")]
+    assert [s["action"] for s in history.starts(conn, "n1", latest=True)] == ["rollback"]
+
+
+def test_a_bad_entry_stores_nothing_and_names_what_is_missing(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    good = _start("n1", "2026-12-03T10:00:00Z")
+    bad = {"node": "n2", "action": "deploy", "at": "2026-12-03T10:00:00Z"}
+    assert history.main(["record-starts", "--db", str(db), "--json", json.dumps([good, bad])]) == 2
+    assert "a start needs release" in capsys.readouterr().err
+    assert not db.exists()
+    assert history.main(["record-starts", "--db", str(db), "--json", "{"]) == 2
+    assert "--json is not JSON" in capsys.readouterr().err
+
+
+def test_cli_records_and_lists_starts(tmp_path, capsys):
+    db = str(tmp_path / "h.sqlite")
+    assert (
+        history.main(["record-starts", "--db", db, "--json", json.dumps([_start("n1", "t1")])]) == 0
+    )
+    assert json.loads(capsys.readouterr().out) == {"recorded": 1, "db": db}
+    assert history.main(["starts", "--db", db, "--latest"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["node"] == "n1" and row["window_s"] == pytest.approx(7.5)
