@@ -425,4 +425,38 @@ def test_the_old_server_stops_only_after_the_new_release_is_built(first, play, n
     # the first deploy's start is on record (and the baseline start's, when the plan took one)
     assert re.search(r"ETA \d+ s from [1-9]\d* earlier start\(s\)", said), said
     assert f"ready after a downtime window of {window['window_s']} s" in said
-    assert f"downtime window {window['window_s']} s" in run.stdout.rsplit("TASK [", 1)[-1]
+    said_last = _last_task(run)
+    assert (
+        f"{play.host}: downtime window {window['window_s']} s (deploy of {release}; " in said_last
+    )
+    assert f"weights {window['parts']['weights']} s" in said_last, said_last
+
+
+def _last_task(run) -> str:
+    """The output's last task, as the operator reads it before the recap."""
+    return run.stdout.rsplit("TASK [", 1)[-1].split("PLAY RECAP", 1)[0]
+
+
+def test_a_rollback_ends_with_its_downtime_and_status_shows_it_from_the_history(
+    first, play, node, tmp_path
+):
+    """`make rollback`: the output ends with the node's downtime window and its parts; the
+    controller's history has the start, and `make status` shows it."""
+    before = node.current_release()
+    reports = {"validation_report_root": str(tmp_path)}
+    run = play("playbooks/rollback.yml", extra=reports)
+    assert run.returncode == 0, run.tail()
+    back_to = node.current_release()
+    assert back_to != before
+    window = node.manifest(back_to)["starts"][-1]["window"]
+    said_last = _last_task(run)
+    assert said_last.startswith("Say the measured downtime window per node]"), said_last
+    assert (
+        f"{play.host}: downtime window {window['window_s']} s (rollback of {back_to}; " in said_last
+    )
+    for phase in ("weights", "compile", "graphs"):
+        assert f"{phase} {window['parts'][phase]} s" in said_last, said_last
+    status = play("playbooks/status.yml", extra=reports)
+    assert status.returncode == 0, status.tail()
+    row = next(line for line in status.stdout.splitlines() if f'"{play.host} ' in line)
+    assert back_to in row and f"{window['window_s']} s (rollback)" in row, row
