@@ -453,7 +453,8 @@ def test_output_carries_provenance_the_deploy_accepts_and_refuses(tmp_path: Path
     assert bad.returncode == 1
     assert [ln for ln in bad.stdout.splitlines() if "ERROR" in ln] == [
         "  ERROR   provenance.aux_layer_ids: provenance aux_layer_ids [1, 2, 3] differ from the "
-        "layers vLLM 0.20.2 will feed this drafter [2, 3, 4]: acceptance collapses"
+        "layers vLLM 0.20.2 will feed this drafter [2, 3, 4]: it would draft from states it was "
+        "not trained on"
     ]
     (out / "config.json").write_text(
         json.dumps({**shifted, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]})
