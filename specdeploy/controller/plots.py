@@ -137,6 +137,31 @@ def marker(outcome: str, x: float, y: float, colour: str, title: str) -> str:
     )
 
 
+def _svg_open(kind: str, width: int, height: int, title: str) -> str:
+    """The opening ``<svg>`` of a plot (``class="plot {kind}"``) with its centred title."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot {kind}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{_e(title)}" font-family="sans-serif" '
+        f'font-size="11"><text class="title" x="{width / 2}" y="17" text-anchor="middle" '
+        f'font-size="13">{_e(title)}</text>'
+    )
+
+
+def _y_gridline(ml: float, pw: float, y: float, label: str) -> str:
+    """A light horizontal grid line across the plot area with its tick label on the left."""
+    return (
+        f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
+        f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>'
+    )
+
+
+def _legend_below(legend_svg: str, top: float) -> str:
+    """A rendered legend moved down to ``top`` (below the plot area)."""
+    return legend_svg.replace(
+        '<g class="legend">', f'<g class="legend" transform="translate(0,{top})">'
+    )
+
+
 MARKER_LEGEND = [
     ("pass", "passed"),
     ("regressed", "regressed (below the release's first validated run)"),
@@ -175,11 +200,8 @@ def time_plot(
     height += int(legend_h)
     pw, ph = width - ml - mr, height - mt - mb
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot time-plot" width="{width}" '
-        f'height="{height}" role="img" aria-label="{_e(title)}" font-family="sans-serif" '
-        f'font-size="11"><text class="title" x="{width / 2}" y="17" text-anchor="middle" '
-        f'font-size="13">{_e(title)}</text>'
-        f'<text x="13" y="{mt + ph / 2}" transform="rotate(-90 13 {mt + ph / 2})" '
+        _svg_open("time-plot", width, height, title)
+        + f'<text x="13" y="{mt + ph / 2}" transform="rotate(-90 13 {mt + ph / 2})" '
         f'text-anchor="middle">{_e(ylabel)}</text>'
     ]
     if not points:
@@ -210,11 +232,7 @@ def time_plot(
     out.append('<g class="axis-y">')
     for v in yt:
         _, y = xy(t0, v)
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
-            f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{tick_label(v, ystep)}</text>"
-        )
+        out.append(_y_gridline(ml, pw, y, tick_label(v, ystep)))
     out.append('</g><g class="axis-x">')
     xt, fmt = time_ticks(t0, t1)
     for t in xt:
@@ -247,10 +265,7 @@ def time_plot(
     for p in points:
         x, y = xy(p.t, p.value)
         out.append(marker(p.outcome, x, y, colours[p.series], p.label))
-    legend_svg = legend_svg.replace(
-        '<g class="legend">', f'<g class="legend" transform="translate(0,{height - legend_h})">'
-    )
-    out.append(legend_svg + "</svg>")
+    out.append(_legend_below(legend_svg, height - legend_h) + "</svg>")
     return "".join(out)
 
 
@@ -279,12 +294,7 @@ def bar_chart(
     mb = 24 + legend_h
     height += int(legend_h)
     pw, ph = width - ml - mr, height - mt - mb
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot bar-chart" width="{width}" '
-        f'height="{height}" role="img" aria-label="{_e(title)}" font-family="sans-serif" '
-        f'font-size="11"><text class="title" x="{width / 2}" y="17" text-anchor="middle" '
-        f'font-size="13">{_e(title)}</text>'
-    ]
+    out = [_svg_open("bar-chart", width, height, title)]
     vals = [v for _, vs in series for v in vs if v is not None]
     if not groups or not vals:
         out.append(f'<text x="{width / 2}" y="{mt + ph / 2}" text-anchor="middle">no data</text>')
@@ -295,11 +305,7 @@ def bar_chart(
     out.append('<g class="axis-y">')
     for v in yt:
         y = mt + ph - ph * v / yhi
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
-            f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{tick_label(v, ystep)}</text>"
-        )
+        out.append(_y_gridline(ml, pw, y, tick_label(v, ystep)))
     out.append('</g><g class="axis-x">')
     gw = pw / len(groups)
     bw = gw * 0.8 / max(1, len(series))
@@ -337,8 +343,5 @@ def bar_chart(
             f'text-anchor="middle">{_e(name)}</text>'
         )
     out.append("</g>")
-    legend_svg = legend_svg.replace(
-        '<g class="legend">', f'<g class="legend" transform="translate(0,{height - legend_h})">'
-    )
-    out.append(legend_svg + "</svg>")
+    out.append(_legend_below(legend_svg, height - legend_h) + "</svg>")
     return "".join(out)
