@@ -25,6 +25,7 @@ from specdeploy.controller.drafter_pipeline.workdir import (
     atomic_write_bytes,
     chunk_name,
 )
+from specdeploy.node import jsonl
 
 STEP = "generate"
 SUFFIX = ".jsonl"
@@ -39,17 +40,13 @@ def read_prompts(cfg: Config) -> list[str]:
     path = Path(cfg.prompts_file)
     prompts: list[str] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        objects = jsonl.read_objects(path)
     except FileNotFoundError as exc:
         raise GenerateError(f"prompts_file {path} not found") from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GenerateError(f"{path}:{n}: not JSON: {exc}") from exc
-        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str):
+    except ValueError as exc:
+        raise GenerateError(str(exc)) from None
+    for n, obj in objects:
+        if not isinstance(obj.get("prompt"), str):
             raise GenerateError(f'{path}:{n}: expected {{"prompt": "..."}}')
         prompts.append(obj["prompt"])
     if cfg.max_prompts:
