@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -147,12 +147,20 @@ def _svg_open(kind: str, width: int, height: int, title: str) -> str:
     )
 
 
-def _y_gridline(ml: float, pw: float, y: float, label: str) -> str:
-    """A light horizontal grid line across the plot area with its tick label on the left."""
-    return (
-        f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
-        f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>'
-    )
+def _y_axis(ticks: Sequence[float], ml: float, pw: float, y_of: Callable[[float], float]) -> str:
+    """The ``axis-y`` group: per tick a light grid line across the plot area (``ml`` to
+    ``ml + pw``, at height ``y_of(tick)``) and its label on the left, as many decimals as the
+    tick step needs."""
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    out = ['<g class="axis-y">']
+    for v in ticks:
+        y = y_of(v)
+        out.append(
+            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
+            f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{tick_label(v, step)}</text>"
+        )
+    return "".join(out) + "</g>"
 
 
 def _legend_below(legend_svg: str, top: float) -> str:
@@ -219,7 +227,6 @@ def time_plot(
     if hi - lo < 1e-9:
         hi = lo + (abs(lo) * 0.2 or 1.0)
     yt = nice_ticks(lo, hi)
-    ystep = yt[1] - yt[0] if len(yt) > 1 else 1.0
     ylo, yhi = yt[0], yt[-1]
     ts = [p.t for p in points]
     t0, t1 = min(ts), max(ts)
@@ -229,11 +236,8 @@ def time_plot(
     def xy(t: float, v: float) -> tuple[float, float]:
         return ml + pw * (t - t0) / (t1 - t0), mt + ph - ph * (v - ylo) / (yhi - ylo)
 
-    out.append('<g class="axis-y">')
-    for v in yt:
-        _, y = xy(t0, v)
-        out.append(_y_gridline(ml, pw, y, tick_label(v, ystep)))
-    out.append('</g><g class="axis-x">')
+    out.append(_y_axis(yt, ml, pw, lambda v: xy(t0, v)[1]))
+    out.append('<g class="axis-x">')
     xt, fmt = time_ticks(t0, t1)
     for t in xt:
         x, _ = xy(t, ylo)
@@ -301,12 +305,9 @@ def bar_chart(
         return "".join(out) + "</svg>"
     top = y_max if y_max is not None else max(vals) * 1.12
     yt = nice_ticks(0.0, top)
-    ystep, yhi = yt[1] - yt[0], yt[-1]
-    out.append('<g class="axis-y">')
-    for v in yt:
-        y = mt + ph - ph * v / yhi
-        out.append(_y_gridline(ml, pw, y, tick_label(v, ystep)))
-    out.append('</g><g class="axis-x">')
+    yhi = yt[-1]
+    out.append(_y_axis(yt, ml, pw, lambda v: mt + ph - ph * v / yhi))
+    out.append('<g class="axis-x">')
     gw = pw / len(groups)
     bw = gw * 0.8 / max(1, len(series))
     for g, name in enumerate(groups):

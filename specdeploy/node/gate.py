@@ -480,16 +480,16 @@ def _acceptance_checks(res: AcceptanceResult, t: Thresholds) -> list[GateCheck]:
         )
     )
     mal = total.mean_acceptance_length
-    if t.min_mean_acceptance_length is not None and mal is not None:
-        checks.append(
-            _at_least(
-                "mean_acceptance_length",
-                "mean acceptance length",
-                mal,
-                t.min_mean_acceptance_length,
-                (".2f", "g"),
-            )
-        )
+    rate = total.draft_acceptance_rate
+    floors = (
+        ("mean_acceptance_length", "mean acceptance length", mal, t.min_mean_acceptance_length,
+         (".2f", "g")),
+        ("draft_acceptance_rate", "draft acceptance rate", rate, t.min_draft_acceptance_rate,
+         (".1%", ".1%")),
+    )  # fmt: skip
+    for name, what, value, floor, formats in floors:
+        if floor is not None and value is not None:
+            checks.append(_at_least(name, what, value, floor, formats))
     if t.expected_mean_acceptance_length is not None and mal is not None:
         exp = t.expected_mean_acceptance_length
         dev = abs(mal - exp) / exp
@@ -501,17 +501,6 @@ def _acceptance_checks(res: AcceptanceResult, t: Thresholds) -> list[GateCheck]:
                 mal,
                 f"{exp:g} +/- {t.rel_tolerance:.0%}",
                 f"mean acceptance length {mal:.2f} is {dev:.1%} from the expected {exp:g}",
-            )
-        )
-    rate = total.draft_acceptance_rate
-    if t.min_draft_acceptance_rate is not None and rate is not None:
-        checks.append(
-            _at_least(
-                "draft_acceptance_rate",
-                "draft acceptance rate",
-                rate,
-                t.min_draft_acceptance_rate,
-                (".1%", ".1%"),
             )
         )
     per_pos = total.per_position_rate or []

@@ -1,4 +1,5 @@
-"""JSON Lines files of objects (prompt sets): one reader, so every tool names a bad line alike.
+"""JSON objects from text and JSON Lines files (prompt sets): one parser, so every tool names a
+bad line or flag alike.
 
 Node-side (stdlib only); the controller's drafter pipeline reads its prompts with it too.
 """
@@ -19,11 +20,17 @@ def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"{path}:{n}: not a JSON object")
-        out.append((n, obj))
+        out.append((n, parse_object(line, f"{path}:{n}")))
     return out
+
+
+def parse_object(text: str, where: str) -> dict[str, Any]:
+    """``text`` as a JSON object; ValueError ``"WHERE: not JSON (...)"`` or
+    ``"WHERE: not a JSON object"`` (``where``: the file and line, or the flag, it came from)."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{where}: not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: not a JSON object")
+    return value
