@@ -51,17 +51,14 @@ def drafter_facts_from_wheel(version: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specdeploy.controller.wheel_facts")
+    prog = "python -m specdeploy.controller.wheel_facts"
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("version", help="vLLM version (read from the cached wheel)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        res = extract_from_wheel(args.version)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    speckeys.print_keys(res, args.json)
-    return 0
+    return speckeys.print_keys(
+        lambda: extract_from_wheel(args.version), f"{prog}: error: vLLM {args.version}", args.json
+    )
 
 
 if __name__ == "__main__":

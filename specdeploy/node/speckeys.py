@@ -16,6 +16,7 @@ import argparse
 import ast
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from specdeploy.node.cli import reason
@@ -139,22 +140,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file", type=Path, required=True, help="path of a vllm/config/speculative.py")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    return print_keys(
+        lambda: extract_from_file(args.file),
+        f"vllm-spec-keys: error: --file {args.file}",
+        args.json,
+    )
+
+
+def print_keys(extract: Callable[[], dict[str, list[str]]], source: str, as_json: bool) -> int:
+    """Prints the keys ``extract`` finds as JSON, or one a line with the internal ones marked;
+    exit code 0, or 2 with one line ``SOURCE: reason`` when they cannot be read."""
     try:
-        res = extract_from_file(args.file)
+        res = extract()
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        print(f"vllm-spec-keys: error: --file {args.file}: {reason(exc)}", file=sys.stderr)
+        print(f"{source}: {reason(exc)}", file=sys.stderr)
         return 2
-    print_keys(res, args.json)
-    return 0
-
-
-def print_keys(res: dict[str, list[str]], as_json: bool) -> None:
-    """The keys as JSON, or one a line with the internal ones marked."""
     if as_json:
         print(json.dumps(res, indent=2))
     else:
         for k in res["keys"]:
             print(k + ("  (internal)" if k in res["internal"] else ""))
+    return 0
 
 
 if __name__ == "__main__":
