@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node import jsonl
+from specdeploy.node import jsontext
 from specdeploy.node.attention import is_mla_backend
 from specdeploy.node.patches import Manifest, UsageError
 from specdeploy.node.versions import public_version
@@ -101,7 +101,7 @@ def check(
 
 def _json_object(text: str, flag: str) -> dict[str, Any]:
     try:
-        return jsonl.parse_object(text, flag)
+        return jsontext.parse_object(text, flag)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdeploy.node import jsonl, metrics
+from specdeploy.node import jsontext, metrics
 from specdeploy.node.smoke import Client, HttpError, completion_tokens
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent / "prompts" / "prompts.jsonl"
@@ -76,7 +76,7 @@ def load_prompts(path: str | Path | None = None) -> list[Prompt]:
     ``validation_prompts_file``), optional ``id`` and ``max_tokens`` (default 128)."""
     p = Path(path) if path else DEFAULT_PROMPTS
     out: list[Prompt] = []
-    for n, d in jsonl.read_objects(p):
+    for n, d in jsontext.read_objects(p):
         try:
             msgs = _messages(d)
             if not msgs and not isinstance(d.get("prompt"), str):

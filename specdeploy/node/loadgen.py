@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from specdeploy.node import jsonl
+from specdeploy.node import jsontext
 
 ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 MIN_REQUESTS_PER_REPEAT = 8  # and at least two per worker: max(8, 2c)
@@ -342,7 +342,7 @@ def load_prompts_file(path: str | Path) -> list[list[dict]]:
     ``{"prompt": "text"}`` (sent as one user message). Raises :class:`LoadgenError`."""
     out: list[list[dict]] = []
     try:
-        objects = jsonl.read_objects(path)
+        objects = jsontext.read_objects(path)
     except OSError as e:
         raise LoadgenError(f"prompts file {path}: {e.strerror or e}") from e
     except ValueError as e:

@@ -25,7 +25,7 @@ from specdeploy.controller.drafter_pipeline.workdir import (
     atomic_write_bytes,
     chunk_name,
 )
-from specdeploy.node import jsonl
+from specdeploy.node import jsontext
 
 STEP = "generate"
 SUFFIX = ".jsonl"
@@ -40,7 +40,7 @@ def read_prompts(cfg: Config) -> list[str]:
     path = Path(cfg.prompts_file)
     prompts: list[str] = []
     try:
-        objects = jsonl.read_objects(path)
+        objects = jsontext.read_objects(path)
     except FileNotFoundError as exc:
         raise GenerateError(f"prompts_file {path} not found") from exc
     except ValueError as exc:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from specdeploy.node import acceptance, jsonl, loadgen
+from specdeploy.node import acceptance, jsontext, loadgen
 
 
 def test_objects_come_with_their_line_numbers_and_blank_lines_are_skipped(tmp_path):
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "a"}\n\n  \n{"prompt": "b"}\n')
-    assert jsonl.read_objects(f) == [(1, {"prompt": "a"}), (4, {"prompt": "b"})]
+    assert jsontext.read_objects(f) == [(1, {"prompt": "a"}), (4, {"prompt": "b"})]
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ def test_a_bad_line_is_named_alike_by_every_prompt_reader(tmp_path, line, reason
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "fine"}\n' + line + "\n")
     with pytest.raises(ValueError, match=reason):
-        jsonl.read_objects(f)
+        jsontext.read_objects(f)
     with pytest.raises(ValueError, match=reason):
         acceptance.load_prompts(f)
     with pytest.raises(loadgen.LoadgenError, match="prompts file .*" + reason):
@@ -30,4 +30,4 @@ def test_a_bad_line_is_named_alike_by_every_prompt_reader(tmp_path, line, reason
 
 def test_a_missing_file_is_an_oserror(tmp_path):
     with pytest.raises(FileNotFoundError):
-        jsonl.read_objects(tmp_path / "absent.jsonl")
+        jsontext.read_objects(tmp_path / "absent.jsonl")

@@ -1,5 +1,5 @@
-"""JSON objects from text and JSON Lines files (prompt sets): one parser, so every tool names a
-bad line or flag alike.
+"""JSON objects from text: a flag's value, a file, each line of a JSON Lines file (prompt
+sets). One parser, so every tool names a bad flag, file or line alike.
 
 Node-side (stdlib only); the controller's drafter pipeline reads its prompts with it too.
 """
