@@ -346,7 +346,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if args.mode in ("smoke", "all"):
         cfg = smoke.SmokeConfig(args.served_model_name)
         if args.smoke_timeout:
-            cfg.completion_timeout_s = cfg.determinism_timeout_s = args.smoke_timeout
+            cfg.timeouts_s.update(completion=args.smoke_timeout, determinism=args.smoke_timeout)
         stages = smoke.run_smoke(client, cfg)
         sm_ok = all(s.ok for s in stages)
         result["smoke"] = {"ok": sm_ok, "stages": [s.to_dict() for s in stages]}
