@@ -8,13 +8,12 @@ prints the SpeculativeConfig keys. Exit codes: 0 ok, 2 usage or I/O error.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import zipfile
 
 from specdeploy.controller import wheels
-from specdeploy.node import speckeys
+from specdeploy.node import cli, speckeys
 from specdeploy.node.speckeys import eagle3_drafter_architectures, extract_fields
 
 SPECULATIVE_CONFIG = "vllm/config/speculative.py"
@@ -52,9 +51,8 @@ def drafter_facts_from_wheel(version: str) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     prog = "python -m specdeploy.controller.wheel_facts"
-    ap = argparse.ArgumentParser(prog=prog)
+    ap = cli.parser(prog, __doc__)
     ap.add_argument("version", help="vLLM version (read from the cached wheel)")
-    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     return speckeys.print_keys(
         lambda: extract_from_wheel(args.version), f"{prog}: error: vLLM {args.version}", args.json

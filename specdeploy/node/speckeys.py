@@ -12,13 +12,13 @@ Runs on the node too: stdlib only, and nothing from specdeploy.controller.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from specdeploy.node import cli
 from specdeploy.node.cli import reason
 
 CLASS_NAME = "SpeculativeConfig"
@@ -136,9 +136,8 @@ def eagle3_drafter_architectures(registry_src: str, proposer_srcs: list[str]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="vllm-spec-keys", description=__doc__)
+    ap = cli.parser("vllm-spec-keys", __doc__)
     ap.add_argument("--file", type=Path, required=True, help="path of a vllm/config/speculative.py")
-    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     return print_keys(
         lambda: extract_from_file(args.file),
