@@ -181,6 +181,20 @@ def _fmt_value(v: object) -> str:
     return str(v)
 
 
+# The options of ``check acceptance`` that set the AcceptanceConfig field of the same name.
+_ACCEPTANCE_OPTIONS = (
+    "max_requests",
+    "repeats",
+    "warmup",
+    "concurrency",
+    "max_tokens",
+    "no_spec_baseline",
+    "endpoint",
+    "temperature",
+    "top_p",
+)
+
+
 def render_table(result: dict[str, object]) -> str:
     """One line per check: STATUS  name  value  threshold  message (DeepOps doctor style)."""
     rows: list[tuple[str, str, str, str, str]] = []
@@ -350,18 +364,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         acfg = acceptance.AcceptanceConfig(
             served_model_name=args.served_model_name,
             prompts=prompts,
-            max_requests=args.max_requests,
             time_budget_s=args.time_budget,
-            repeats=args.repeats,
             request_timeout_s=args.request_timeout,
-            warmup=args.warmup,
-            concurrency=args.concurrency,
-            max_tokens=args.max_tokens,
-            no_spec_baseline=args.no_spec_baseline,
-            endpoint=args.endpoint,
-            temperature=args.temperature,
-            top_p=args.top_p,
             per_kind=not args.no_per_kind,
+            **{name: getattr(args, name) for name in _ACCEPTANCE_OPTIONS},
         )
         ares = acceptance.run_acceptance(client, acfg)
         measured: list[dict[str, object]] = []

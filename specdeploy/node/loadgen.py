@@ -440,6 +440,19 @@ def render_table(rows: list[LevelResult]) -> str:
     return "\n".join(out)
 
 
+# The command-line options passed to measure_levels under their own name.
+_MEASURE_OPTIONS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "repeats",
+    "min_window_s",
+    "endpoint",
+    "timeout_s",
+    "warmup_per_level",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
@@ -464,16 +477,9 @@ def main(argv: list[str] | None = None) -> int:
             model,
             a.levels,
             prompts=prompts,
-            max_tokens=a.max_tokens,
-            temperature=a.temperature,
-            top_p=a.top_p,
-            repeats=a.repeats,
-            min_window_s=a.min_window_s,
-            endpoint=a.endpoint,
             api_key=api_key,
-            timeout_s=a.timeout_s,
             ignore_eos=not a.no_ignore_eos,
-            warmup_per_level=a.warmup_per_level,
+            **{name: getattr(a, name) for name in _MEASURE_OPTIONS},
         )
     except LoadgenError as e:
         print(f"loadgen: {e}", file=sys.stderr)
