@@ -183,16 +183,9 @@ def _fmt_value(v: object) -> str:
 
 # The options of ``check acceptance`` that set the AcceptanceConfig field of the same name.
 _ACCEPTANCE_OPTIONS = (
-    "max_requests",
-    "repeats",
-    "warmup",
-    "concurrency",
-    "max_tokens",
-    "no_spec_baseline",
-    "endpoint",
-    "temperature",
-    "top_p",
-)
+    "max_requests", "repeats", "warmup", "concurrency", "max_tokens", "no_spec_baseline",
+    "endpoint", "temperature", "top_p"
+)  # fmt: skip
 
 
 def render_table(result: dict[str, object]) -> str:

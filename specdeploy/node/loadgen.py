@@ -442,15 +442,9 @@ def render_table(rows: list[LevelResult]) -> str:
 
 # The command-line options passed to measure_levels under their own name.
 _MEASURE_OPTIONS = (
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "repeats",
-    "min_window_s",
-    "endpoint",
-    "timeout_s",
-    "warmup_per_level",
-)
+    "max_tokens", "temperature", "top_p", "repeats", "min_window_s", "endpoint", "timeout_s",
+    "warmup_per_level"
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

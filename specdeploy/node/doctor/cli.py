@@ -100,22 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 # The command-line options that set the Options field of the same name.
 _SAME_NAMED_OPTIONS = (
-    "expected_gpus",
-    "expected_model",
-    "expected_compute_cap",
-    "vllm_version",
-    "min_driver",
-    "max_idle_memory_mib",
-    "kernel_log",
-    "root",
-    "verify_checksums",
-    "min_shm_gb",
-    "shm_path",
-    "require_p2p",
-    "nccl_p2p",
-    "attention_backend",
-    "nvidia_smi",
-)
+    "expected_gpus", "expected_model", "expected_compute_cap", "vllm_version", "min_driver",
+    "max_idle_memory_mib", "kernel_log", "root", "verify_checksums", "min_shm_gb", "shm_path",
+    "require_p2p", "nccl_p2p", "attention_backend", "nvidia_smi"
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
