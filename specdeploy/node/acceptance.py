@@ -24,7 +24,7 @@ import json
 import statistics
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from specdeploy.node import jsontext, metrics
@@ -127,15 +127,7 @@ class Spread:
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "median": self.median,
-            "min": self.min,
-            "max": self.max,
-            "q1": self.q1,
-            "q3": self.q3,
-            "n": len(self.values),
-            "values": self.values,
-        }
+        return asdict(self) | {"n": len(self.values)}
 
 
 @dataclass
