@@ -9,35 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from module_runner import REPO
+from module_runner import REPO, run_linked_module
 
 from specdeploy.node import deploy_lock
 
 MODULE = REPO / "roles" / "specdeploy" / "library" / "specdeploy_deploy_lock.py"
 LINK = REPO / "roles" / "specdeploy" / "module_utils" / "specdeploy_deploy_lock.py"
-RUNNER = """
-import runpy, sys
-sys.path.insert(0, {repo!r})
-from specdeploy.node import deploy_lock
-sys.modules["ansible.module_utils.specdeploy_deploy_lock"] = deploy_lock
-runpy.run_path({module!r}, run_name="__main__")
-"""
 
 
 def module(root: Path, check: bool = False, diff: bool = False, **args) -> dict:
     args_file = root.parent / "args.json"
     args = {"root": str(root), **args, "_ansible_check_mode": check, "_ansible_diff": diff}
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    code = RUNNER.format(repo=str(REPO), module=str(MODULE))
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(args_file)], capture_output=True, text=True, check=False
-    )
-    assert result.stdout.strip(), result.stderr
-    return json.loads(result.stdout)
+    return run_linked_module(MODULE, LINK.stem, "specdeploy.node.deploy_lock", args_file)
 
 
 def owner(token: str) -> dict:

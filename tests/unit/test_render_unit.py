@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_on_failure_unit import ROOT, ansible_playbook
+from test_on_failure_unit import ROOT, render_unit
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -17,18 +17,7 @@ pytestmark = pytest.mark.timeout(600)
 def render(tmp_path: Path, version: str) -> dict:
     out = tmp_path / version
     out.mkdir()
-    (tmp_path / "etc").mkdir(exist_ok=True)
-    run = ansible_playbook(
-        "playbooks/render-unit.yml",
-        "-e",
-        f"render_dir={out}",
-        "-e",
-        f"specdeploy_root={tmp_path}/root",
-        "-e",
-        f"specdeploy_config_dir={tmp_path}/etc",
-        "-e",
-        f"specdeploy_vllm_version={version}",
-    )
+    run = render_unit(tmp_path, out, "-e", f"specdeploy_vllm_version={version}")
     assert run.returncode == 0, run.stdout[-3000:]
     assert (out / "vllm.service").is_file() and (out / "vllm.env").is_file()
     return json.loads((out / "release.json").read_text())
@@ -45,16 +34,7 @@ def test_a_local_version_label_plans_the_same_patch_series(tmp_path):
 
 
 def test_a_version_the_manifest_does_not_know_is_refused_naming_the_knob(tmp_path):
-    (tmp_path / "etc").mkdir()
-    run = ansible_playbook(
-        "playbooks/render-unit.yml",
-        "-e",
-        f"render_dir={tmp_path}",
-        "-e",
-        f"specdeploy_root={tmp_path}/root",
-        "-e",
-        "specdeploy_vllm_version=0.1.0",
-    )
+    run = render_unit(tmp_path, tmp_path, "-e", "specdeploy_vllm_version=0.1.0")
     assert run.returncode != 0
     assert "specdeploy_vllm_version=0.1.0 is not supported" in run.stdout
     assert not (tmp_path / "vllm.service").exists()
