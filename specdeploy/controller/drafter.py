@@ -424,7 +424,8 @@ def check_provenance(
             "error",
             "provenance.aux_layer_ids",
             f"provenance aux_layer_ids {prov.aux_layer_ids} differ from the layers vLLM "
-            f"{res.vllm_version} will feed this drafter {served}: acceptance collapses",
+            f"{res.vllm_version} will feed this drafter {served}: it would draft from states it "
+            "was not trained on",
         )
     if prov.aux_offset != provenance.SERVED_OFFSET:
         res.add(

@@ -203,6 +203,39 @@ def test_generation_killed_mid_step_resumes_and_equals_an_uninterrupted_run(
     assert "generate: done earlier, skipped" in again.stdout
 
 
+def test_chat_prompts_go_through_the_chat_endpoint_with_their_token_ids(tmp_path: Path) -> None:
+    # chat traffic is served through the chat template: its training data must be too
+    prompts = tmp_path / "prompts.jsonl"
+    chat = [{"role": "user", "content": f"write f{i}"} for i in range(2)]
+    prompts.write_text(
+        json.dumps({"messages": [chat[0]]})
+        + "\n"
+        + json.dumps({"prompt": "def g(x):\n    return"})
+        + "\n"
+        + json.dumps({"messages": [chat[1]]})
+        + "\n"
+    )
+    with Standin(profile={"tokens_per_s": 2000.0}, spec_tokens=None) as s:
+        cfg = write_config(tmp_path, serve_url=s.base_url, max_tokens=8)
+        p = cli("run", "--config", str(cfg), "--until", "generate")
+        assert p.returncode == 0, p.stderr
+    recs = generate.records(tmp_path / "work" / "generate")
+    assert [r.get("messages") for r in recs] == [[chat[0]], None, [chat[1]]]
+    assert [r["prompt"] for r in recs] == [None, "def g(x):\n    return", None]
+    for r in recs:
+        assert r["text"] and len(r["token_ids"]) == 8 and r["prompt_token_ids"]
+
+
+def test_a_prompt_line_of_neither_kind_is_one_line(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"messages": "hi"}) + "\n")
+    p = cli("run", "--config", str(write_config(tmp_path)))
+    assert p.returncode == 2
+    assert p.stderr.strip().endswith(
+        f'{prompts}:1: expected {{"prompt": "..."}} or {{"messages": [{{"role": ...}}]}}'
+    )
+
+
 def test_changed_settings_are_refused_instead_of_mixed(tmp_path: Path) -> None:
     st = StepState(tmp_path / "work", "generate")
     st.begin("aaaa")
@@ -453,7 +486,8 @@ def test_output_carries_provenance_the_deploy_accepts_and_refuses(tmp_path: Path
     assert bad.returncode == 1
     assert [ln for ln in bad.stdout.splitlines() if "ERROR" in ln] == [
         "  ERROR   provenance.aux_layer_ids: provenance aux_layer_ids [1, 2, 3] differ from the "
-        "layers vLLM 0.20.2 will feed this drafter [2, 3, 4]: acceptance collapses"
+        "layers vLLM 0.20.2 will feed this drafter [2, 3, 4]: it would draft from states it was "
+        "not trained on"
     ]
     (out / "config.json").write_text(
         json.dumps({**shifted, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]})
