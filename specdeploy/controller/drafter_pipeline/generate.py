@@ -29,6 +29,7 @@ from specdeploy.controller.drafter_pipeline.workdir import (
     atomic_write_bytes,
     chunk_name,
 )
+from specdeploy.node import jsontext
 
 STEP = "generate"
 SUFFIX = ".jsonl"
@@ -46,25 +47,21 @@ def read_prompts(cfg: Config) -> list[Prompt]:
     path = Path(cfg.prompts_file)
     prompts: list[Prompt] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        objects = jsontext.read_objects(path)
     except FileNotFoundError as exc:
         raise GenerateError(f"prompts_file {path} not found") from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GenerateError(f"{path}:{n}: not JSON: {exc}") from exc
-        if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
+    except ValueError as exc:
+        raise GenerateError(str(exc)) from None
+    for n, obj in objects:
+        messages = obj.get("messages")
+        if isinstance(obj.get("prompt"), str):
             prompts.append(obj["prompt"])
         elif (
-            isinstance(obj, dict)
-            and isinstance(obj.get("messages"), list)
-            and obj["messages"]
-            and all(isinstance(m, dict) and "role" in m for m in obj["messages"])
+            isinstance(messages, list)
+            and messages
+            and all(isinstance(m, dict) and "role" in m for m in messages)
         ):
-            prompts.append(obj["messages"])
+            prompts.append(messages)
         else:
             raise GenerateError(
                 f'{path}:{n}: expected {{"prompt": "..."}} or {{"messages": [{{"role": ...}}]}}'
