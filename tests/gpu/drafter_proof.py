@@ -510,14 +510,14 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     W.mkdir(parents=True, exist_ok=True)
-    if a.stage == "targets":
-        res = stage_targets(out, a.seconds_a, a.seconds_b)
-    elif a.stage == "pipeline":
-        res = stage_pipeline(out, a.only)
-    elif a.stage == "convention":
-        res = stage_convention(out)
-    else:
-        res = stage_serve(out)
+    stages = {
+        "targets": lambda: stage_targets(out, a.seconds_a, a.seconds_b),
+        "pipeline": lambda: stage_pipeline(out, a.only),
+        "convention": lambda: stage_convention(out),
+        "serve": lambda: stage_serve(out),
+    }
+    res = stages[a.stage]()
+    if a.stage == "serve":
         res["summary"] = {t: summary(r) for t, r in res["runs"].items()}
     res["total_s"] = round(time.monotonic() - T0, 1)
     tag = a.stage + (f"-{a.only}" if a.stage == "pipeline" else "")

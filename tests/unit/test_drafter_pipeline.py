@@ -514,3 +514,22 @@ def test_bootstrap_checkpoint_is_what_the_drafter_check_reads(tmp_path: Path) ->
     assert f.rows("midlayer.hidden_norm.weight", 0, H) == [1.0] * H
     res = drafter_check(tmp_path / "target", d)
     assert "d2t present" in res.stdout and "target layers [1, 2, 3] feed the drafter" in res.stdout
+
+
+def test_the_vllm_workers_chunk_loop_skips_written_chunks_and_keeps_room(tmp_path: Path) -> None:
+    # vllm_worker.py runs only on a GPU; its chunk bookkeeping does not need vLLM
+    from specdeploy.controller.drafter_pipeline import vllm_worker
+
+    chunks = []
+    for i in range(3):
+        inp = tmp_path / f"in-{i}.jsonl"
+        recs = [
+            {"index": 2 * i + j, "prompt_token_ids": [1] * 6, "token_ids": [2] * 6} for j in (0, 1)
+        ]
+        inp.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        chunks.append({"index": i, "input": str(inp), "output": str(tmp_path / f"out-{i}.st")})
+    (tmp_path / "out-1.st").write_bytes(b"done")  # finished before a crash
+    got = list(vllm_worker.pending_chunks({"chunks": chunks, "max_model_len": 10}, None, 2))
+    assert [c["index"] for c, _, _ in got] == [0, 2]
+    # 12 tokens truncated to 10 - 2 (room for the tokens the engine generates); prompt 6
+    assert [seqs for _, _, seqs in got][1] == [(4, [1] * 6 + [2] * 2, 6), (5, [1] * 6 + [2] * 2, 6)]
