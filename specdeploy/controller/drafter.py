@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import drafter_provenance as provenance
+from specdeploy.node import jsontext
 from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
 from specdeploy.node.patches import Manifest, UsageError
 from specdeploy.node.versions import version_key
@@ -104,26 +105,19 @@ def load_config(path: Path, flag: str = "") -> tuple[dict[str, Any], Path]:
     p = path / "config.json" if path.is_dir() else path
     where = f"{flag} {p}".strip()
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise UsageError(f"{where}: config not found") from exc
     except OSError as exc:
         raise UsageError(f"{where}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{where}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UsageError(f"{where}: not a JSON object")
-    return data, p.parent
+    return parse_inline(text, where), p.parent
 
 
 def parse_inline(text: str, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{what}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UsageError(f"{what}: not a JSON object")
-    return data
+        return jsontext.parse_object(text, what)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -430,7 +424,8 @@ def check_provenance(
             "error",
             "provenance.aux_layer_ids",
             f"provenance aux_layer_ids {prov.aux_layer_ids} differ from the layers vLLM "
-            f"{res.vllm_version} will feed this drafter {served}: acceptance collapses",
+            f"{res.vllm_version} will feed this drafter {served}: it would draft from states it "
+            "was not trained on",
         )
     if prov.aux_offset != provenance.SERVED_OFFSET:
         res.add(

@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdeploy.node import jsontext
+
 FILE_NAME = "specdeploy-drafter.json"
 SCHEMA = 1
 INPUT_OF_LAYER = "input-of-layer"
@@ -89,11 +91,9 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
 def parse(text: str, where: str = FILE_NAME) -> Provenance:
     """A Provenance from the file's text; ProvenanceError names the first bad field."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProvenanceError(f"{where}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ProvenanceError(f"{where}: not a JSON object")
+        data = jsontext.parse_object(text, where)
+    except ValueError as exc:
+        raise ProvenanceError(str(exc)) from None
     for key, kind in REQUIRED.items():
         if key not in data:
             raise ProvenanceError(f"{where}: field {key} is missing")

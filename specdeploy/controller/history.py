@@ -37,7 +37,7 @@ import hashlib
 import json
 import sqlite3
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -325,15 +325,7 @@ class Regression:
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "metric": self.metric,
-            "value": self.value,
-            "reference": self.reference,
-            "rel_drop": self.rel_drop,
-            "reference_started_at": self.reference_started_at,
-            "reference_what": self.reference_what,
-            "message": self.message(),
-        }
+        return asdict(self) | {"message": self.message()}
 
 
 def regressions(

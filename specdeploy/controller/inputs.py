@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specdeploy.node import jsontext
 from specdeploy.node.attention import is_mla_backend
 from specdeploy.node.patches import Manifest, UsageError
 from specdeploy.node.versions import public_version
@@ -100,12 +101,9 @@ def check(
 
 def _json_object(text: str, flag: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        return jsontext.parse_object(text, flag)
     except ValueError as exc:
-        raise UsageError(f"{flag}: not JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag}: not a JSON object")
-    return value
+        raise UsageError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

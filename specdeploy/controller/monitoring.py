@@ -18,18 +18,18 @@ Exit 0, or 2 with one line naming what is wrong in SPEC.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from specdeploy.node import gate
+from specdeploy.node import cli, gate, jsontext
 
 VLLM_JOB = "specdeploy-vllm"  # vLLM's own /metrics on each serving node
 NODE_JOB = "specdeploy-node"  # node_exporter on each serving node (systemd collector)
@@ -320,20 +320,17 @@ def render(spec: Mapping[str, Any]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="spec-monitoring", description=__doc__.split("\n")[0])
+    p = cli.parser("spec-monitoring", __doc__, json_help='print {"files": {name: content}}')
     p.add_argument("spec", help="JSON file (- reads stdin): gates, settings, targets (module doc)")
-    p.add_argument("--json", action="store_true", help='print {"files": {name: content}}')
     args = p.parse_args(argv)
     try:
-        if args.spec == "-":
-            spec = json.load(sys.stdin)
-        else:
-            with open(args.spec, encoding="utf-8") as f:
-                spec = json.load(f)
-        files = render(spec)
-    except (OSError, ValueError, TypeError) as e:
-        print(f"spec-monitoring: error: {e}", file=sys.stderr)
-        return 2
+        text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text("utf-8")
+    except OSError as e:
+        return cli.usage_error("spec-monitoring", f"SPEC {args.spec}: {cli.reason(e)}")
+    try:
+        files = render(jsontext.parse_object(text, f"SPEC {args.spec}"))
+    except (ValueError, TypeError) as e:
+        return cli.usage_error("spec-monitoring", e)
     if args.json:
         print(json.dumps({"files": files}))
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -137,6 +137,39 @@ def marker(outcome: str, x: float, y: float, colour: str, title: str) -> str:
     )
 
 
+def _svg_open(kind: str, width: int, height: int, title: str) -> str:
+    """The opening ``<svg>`` of a plot (``class="plot {kind}"``) with its centred title."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot {kind}" width="{width}" '
+        f'height="{height}" role="img" aria-label="{_e(title)}" font-family="sans-serif" '
+        f'font-size="11"><text class="title" x="{width / 2}" y="17" text-anchor="middle" '
+        f'font-size="13">{_e(title)}</text>'
+    )
+
+
+def _y_axis(ticks: Sequence[float], ml: float, pw: float, y_of: Callable[[float], float]) -> str:
+    """The ``axis-y`` group: per tick a light grid line across the plot area (``ml`` to
+    ``ml + pw``, at height ``y_of(tick)``) and its label on the left, as many decimals as the
+    tick step needs."""
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    out = ['<g class="axis-y">']
+    for v in ticks:
+        y = y_of(v)
+        out.append(
+            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
+            f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{tick_label(v, step)}</text>"
+        )
+    return "".join(out) + "</g>"
+
+
+def _legend_below(legend_svg: str, top: float) -> str:
+    """A rendered legend moved down to ``top`` (below the plot area)."""
+    return legend_svg.replace(
+        '<g class="legend">', f'<g class="legend" transform="translate(0,{top})">'
+    )
+
+
 MARKER_LEGEND = [
     ("pass", "passed"),
     ("regressed", "regressed (below the release's first validated run)"),
@@ -175,11 +208,8 @@ def time_plot(
     height += int(legend_h)
     pw, ph = width - ml - mr, height - mt - mb
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot time-plot" width="{width}" '
-        f'height="{height}" role="img" aria-label="{_e(title)}" font-family="sans-serif" '
-        f'font-size="11"><text class="title" x="{width / 2}" y="17" text-anchor="middle" '
-        f'font-size="13">{_e(title)}</text>'
-        f'<text x="13" y="{mt + ph / 2}" transform="rotate(-90 13 {mt + ph / 2})" '
+        _svg_open("time-plot", width, height, title)
+        + f'<text x="13" y="{mt + ph / 2}" transform="rotate(-90 13 {mt + ph / 2})" '
         f'text-anchor="middle">{_e(ylabel)}</text>'
     ]
     if not points:
@@ -197,7 +227,6 @@ def time_plot(
     if hi - lo < 1e-9:
         hi = lo + (abs(lo) * 0.2 or 1.0)
     yt = nice_ticks(lo, hi)
-    ystep = yt[1] - yt[0] if len(yt) > 1 else 1.0
     ylo, yhi = yt[0], yt[-1]
     ts = [p.t for p in points]
     t0, t1 = min(ts), max(ts)
@@ -207,15 +236,8 @@ def time_plot(
     def xy(t: float, v: float) -> tuple[float, float]:
         return ml + pw * (t - t0) / (t1 - t0), mt + ph - ph * (v - ylo) / (yhi - ylo)
 
-    out.append('<g class="axis-y">')
-    for v in yt:
-        _, y = xy(t0, v)
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
-            f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{tick_label(v, ystep)}</text>"
-        )
-    out.append('</g><g class="axis-x">')
+    out.append(_y_axis(yt, ml, pw, lambda v: xy(t0, v)[1]))
+    out.append('<g class="axis-x">')
     xt, fmt = time_ticks(t0, t1)
     for t in xt:
         x, _ = xy(t, ylo)
@@ -247,10 +269,7 @@ def time_plot(
     for p in points:
         x, y = xy(p.t, p.value)
         out.append(marker(p.outcome, x, y, colours[p.series], p.label))
-    legend_svg = legend_svg.replace(
-        '<g class="legend">', f'<g class="legend" transform="translate(0,{height - legend_h})">'
-    )
-    out.append(legend_svg + "</svg>")
+    out.append(_legend_below(legend_svg, height - legend_h) + "</svg>")
     return "".join(out)
 
 
@@ -279,28 +298,16 @@ def bar_chart(
     mb = 24 + legend_h
     height += int(legend_h)
     pw, ph = width - ml - mr, height - mt - mb
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot bar-chart" width="{width}" '
-        f'height="{height}" role="img" aria-label="{_e(title)}" font-family="sans-serif" '
-        f'font-size="11"><text class="title" x="{width / 2}" y="17" text-anchor="middle" '
-        f'font-size="13">{_e(title)}</text>'
-    ]
+    out = [_svg_open("bar-chart", width, height, title)]
     vals = [v for _, vs in series for v in vs if v is not None]
     if not groups or not vals:
         out.append(f'<text x="{width / 2}" y="{mt + ph / 2}" text-anchor="middle">no data</text>')
         return "".join(out) + "</svg>"
     top = y_max if y_max is not None else max(vals) * 1.12
     yt = nice_ticks(0.0, top)
-    ystep, yhi = yt[1] - yt[0], yt[-1]
-    out.append('<g class="axis-y">')
-    for v in yt:
-        y = mt + ph - ph * v / yhi
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
-            f'<text class="tick" x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{tick_label(v, ystep)}</text>"
-        )
-    out.append('</g><g class="axis-x">')
+    yhi = yt[-1]
+    out.append(_y_axis(yt, ml, pw, lambda v: mt + ph - ph * v / yhi))
+    out.append('<g class="axis-x">')
     gw = pw / len(groups)
     bw = gw * 0.8 / max(1, len(series))
     for g, name in enumerate(groups):
@@ -337,8 +344,5 @@ def bar_chart(
             f'text-anchor="middle">{_e(name)}</text>'
         )
     out.append("</g>")
-    legend_svg = legend_svg.replace(
-        '<g class="legend">', f'<g class="legend" transform="translate(0,{height - legend_h})">'
-    )
-    out.append(legend_svg + "</svg>")
+    out.append(_legend_below(legend_svg, height - legend_h) + "</svg>")
     return "".join(out)

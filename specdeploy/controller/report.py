@@ -292,30 +292,36 @@ def history_plots(views: list[RunView]) -> list[str]:
         ]
 
     return [
-        plots.time_plot(
-            pts("mal", "mean acceptance length"),
-            "Mean acceptance length per run",
-            "tokens per step",
-            y_min=1.0,
-            refs=[(1.0, "1 = no accepted drafts")],
-            colours=colours,
-        ),
-        plots.time_plot(
-            pts("tps", "output tok/s"),
-            "Output tokens/s per run (median over repeats)",
-            "tokens/s",
-            y_min=0.0,
-            colours=colours,
-        ),
-        plots.time_plot(
-            pts("speed_up", "speed-up"),
-            "Speed-up vs no speculation (median)",
-            "x",
-            around=1.0,
-            refs=[(1.0, "1.0 = as fast as no speculation")],
-            colours=colours,
-        ),
+        plots.time_plot(pts(attr, what), title, ylabel, colours=colours, **axis)
+        for attr, what, title, ylabel, axis in _HISTORY_PLOTS
     ]
+
+
+# The time plots of the history page: (RunView attribute, what a marker's tooltip calls the
+# value, title, y-axis label, axis options of plots.time_plot).
+_HISTORY_PLOTS: tuple[tuple[str, str, str, str, dict[str, Any]], ...] = (
+    (
+        "mal",
+        "mean acceptance length",
+        "Mean acceptance length per run",
+        "tokens per step",
+        {"y_min": 1.0, "refs": [(1.0, "1 = no accepted drafts")]},
+    ),
+    (
+        "tps",
+        "output tok/s",
+        "Output tokens/s per run (median over repeats)",
+        "tokens/s",
+        {"y_min": 0.0},
+    ),
+    (
+        "speed_up",
+        "speed-up",
+        "Speed-up vs no speculation (median)",
+        "x",
+        {"around": 1.0, "refs": [(1.0, "1.0 = as fast as no speculation")]},
+    ),
+)
 
 
 def _floors(r: dict[str, Any], k: int) -> list[float | None] | None:

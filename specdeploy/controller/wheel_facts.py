@@ -8,13 +8,12 @@ prints the SpeculativeConfig keys. Exit codes: 0 ok, 2 usage or I/O error.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import zipfile
 
 from specdeploy.controller import wheels
-from specdeploy.node import speckeys
+from specdeploy.node import cli, speckeys
 from specdeploy.node.speckeys import eagle3_drafter_architectures, extract_fields
 
 SPECULATIVE_CONFIG = "vllm/config/speculative.py"
@@ -51,17 +50,13 @@ def drafter_facts_from_wheel(version: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specdeploy.controller.wheel_facts")
+    prog = "python -m specdeploy.controller.wheel_facts"
+    ap = cli.parser(prog, __doc__)
     ap.add_argument("version", help="vLLM version (read from the cached wheel)")
-    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        res = extract_from_wheel(args.version)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    speckeys.print_keys(res, args.json)
-    return 0
+    return speckeys.print_keys(
+        lambda: extract_from_wheel(args.version), f"{prog}: error: vLLM {args.version}", args.json
+    )
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ import json
 import statistics
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from specdeploy.node import metrics
+from specdeploy.node import jsontext, metrics
 from specdeploy.node.smoke import Client, HttpError, completion_tokens
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent / "prompts" / "prompts.jsonl"
@@ -76,28 +76,22 @@ def load_prompts(path: str | Path | None = None) -> list[Prompt]:
     ``validation_prompts_file``), optional ``id`` and ``max_tokens`` (default 128)."""
     p = Path(path) if path else DEFAULT_PROMPTS
     out: list[Prompt] = []
-    with p.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                if not isinstance(d, dict):
-                    raise ValueError("not a JSON object")
-                msgs = _messages(d)
-                if not msgs and not isinstance(d.get("prompt"), str):
-                    raise ValueError('want "prompt" (text) or "messages" (chat)')
-                out.append(
-                    Prompt(
-                        str(d.get("id", f"p{n}")),
-                        str(d.get("kind", "")),
-                        str(d.get("prompt", "")),
-                        int(d.get("max_tokens", 128)),
-                        msgs,
-                    )
+    for n, d in jsontext.read_objects(p):
+        try:
+            msgs = _messages(d)
+            if not msgs and not isinstance(d.get("prompt"), str):
+                raise ValueError('want "prompt" (text) or "messages" (chat)')
+            out.append(
+                Prompt(
+                    str(d.get("id", f"p{n}")),
+                    str(d.get("kind", "")),
+                    str(d.get("prompt", "")),
+                    int(d.get("max_tokens", 128)),
+                    msgs,
                 )
-            except (ValueError, KeyError, TypeError) as e:
-                raise ValueError(f"{p}:{n}: bad prompt line ({e})") from None
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{p}:{n}: bad prompt line ({e})") from None
     if not out:
         raise ValueError(f"{p}: no prompts")
     return out
@@ -133,15 +127,7 @@ class Spread:
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "median": self.median,
-            "min": self.min,
-            "max": self.max,
-            "q1": self.q1,
-            "q3": self.q3,
-            "n": len(self.values),
-            "values": self.values,
-        }
+        return asdict(self) | {"n": len(self.values)}
 
 
 @dataclass

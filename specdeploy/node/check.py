@@ -181,57 +181,50 @@ def _fmt_value(v: object) -> str:
     return str(v)
 
 
+# The options of ``check acceptance`` that set the AcceptanceConfig field of the same name.
+_ACCEPTANCE_OPTIONS = (
+    "max_requests", "repeats", "warmup", "concurrency", "max_tokens", "no_spec_baseline",
+    "endpoint", "temperature", "top_p"
+)  # fmt: skip
+
+
 def render_table(result: dict[str, object]) -> str:
     """One line per check: STATUS  name  value  threshold  message (DeepOps doctor style)."""
     rows: list[tuple[str, str, str, str, str]] = []
+
+    def add(status: str, name: str, value: str, message: str, threshold: str = "") -> None:
+        rows.append((status, name, value, threshold, message))
+
     sm = result.get("smoke")
     if isinstance(sm, dict):
         for s in sm["stages"]:
-            rows.append(
-                (
-                    s["status"].upper(),
-                    f"smoke.{s['name']}",
-                    f"{s['seconds']:.2f}s",
-                    "",
-                    s["message"],
-                )
-            )
+            add(s["status"].upper(), f"smoke.{s['name']}", f"{s['seconds']:.2f}s", s["message"])
     acc = result.get("acceptance")
     if isinstance(acc, dict):
         st = {"ok": "PASS", "spec_off": "FAIL"}.get(acc["status"], "ERROR")
-        rows.append((st, "acceptance.measure", str(acc.get("requests", "")), "", acc["message"]))
+        add(st, "acceptance.measure", str(acc.get("requests", "")), acc["message"])
         if acc["status"] == "ok":
             tps = acc.get("output_tokens_per_s") or {}
-            rows.append(
-                (
-                    "INFO",
-                    "acceptance.output_tok_s",
-                    _fmt_value(tps.get("median")),
-                    "",
-                    f"min {_fmt_value(tps.get('min'))} max {_fmt_value(tps.get('max'))} "
-                    f"n={tps.get('n')}",
-                )
+            add(
+                "INFO",
+                "acceptance.output_tok_s",
+                _fmt_value(tps.get("median")),
+                f"min {_fmt_value(tps.get('min'))} max {_fmt_value(tps.get('max'))} "
+                f"n={tps.get('n')}",
             )
             if acc.get("mode") == "spec":
-                rows.append(
-                    (
-                        "INFO",
-                        "acceptance.draft_rate",
-                        _fmt_value(acc.get("draft_acceptance_rate")),
-                        "",
-                        "per position "
-                        + ", ".join(f"{x:.3f}" for x in acc.get("per_position_acceptance") or []),
-                    )
+                per_pos = acc.get("per_position_acceptance") or []
+                add(
+                    "INFO",
+                    "acceptance.draft_rate",
+                    _fmt_value(acc.get("draft_acceptance_rate")),
+                    "per position " + ", ".join(f"{x:.3f}" for x in per_pos),
                 )
-    acc_d = result.get("acceptance")
-    if isinstance(acc_d, dict):
-        if acc_d.get("per_position_note"):
-            rows.append(("INFO", "acceptance.per_position", "-", "", acc_d["per_position_note"]))
-        for kind, k in sorted((acc_d.get("by_kind") or {}).items()):
-            mal = k.get("mean_acceptance_length")
-            rows.append(
-                ("INFO", f"acceptance.kind.{kind}", _fmt_value(mal), "", "mean acceptance length")
-            )
+        if acc.get("per_position_note"):
+            add("INFO", "acceptance.per_position", "-", acc["per_position_note"])
+        for kind, k in sorted((acc.get("by_kind") or {}).items()):
+            mal = _fmt_value(k.get("mean_acceptance_length"))
+            add("INFO", f"acceptance.kind.{kind}", mal, "mean acceptance length")
     sp = result.get("speed")
     if isinstance(sp, dict):
         for lv in sp.get("levels") or []:
@@ -241,32 +234,24 @@ def render_table(result: dict[str, object]) -> str:
                     f"TTFT p50/p99 {lv['ttft_p50_s'] * 1e3:.0f}/{lv['ttft_p99_s'] * 1e3:.0f} ms, "
                     f"ITL p50/p99 {lv['itl_p50_s'] * 1e3:.1f}/{lv['itl_p99_s'] * 1e3:.1f} ms, "
                 )
-            rows.append(
-                (
-                    "INFO",
-                    f"speed.c{lv['concurrency']}",
-                    _fmt_value(lv.get("output_tps")),
-                    "",
-                    f"{lat}spread {_fmt_value(lv.get('spread'))}, baseline "
-                    f"{_fmt_value(lv.get('baseline_tps'))} tok/s"
-                    + (
-                        " (gate within the spread: repeat or lengthen to be sure)"
-                        if lv.get("verdict_holds") is False
-                        else ""
-                    ),
-                )
+            unsure = lv.get("verdict_holds") is False
+            add(
+                "INFO",
+                f"speed.c{lv['concurrency']}",
+                _fmt_value(lv.get("output_tps")),
+                f"{lat}spread {_fmt_value(lv.get('spread'))}, baseline "
+                f"{_fmt_value(lv.get('baseline_tps'))} tok/s"
+                + (" (gate within the spread: repeat or lengthen to be sure)" if unsure else ""),
             )
     gt = result.get("gates")
     if isinstance(gt, dict):
         for c in gt["checks"]:
-            rows.append(
-                (
-                    c["status"].upper(),
-                    f"gate.{c['name']}",
-                    _fmt_value(c["value"]),
-                    c["threshold"],
-                    c["message"],
-                )
+            add(
+                c["status"].upper(),
+                f"gate.{c['name']}",
+                _fmt_value(c["value"]),
+                c["message"],
+                threshold=c["threshold"],
             )
     w = max([len(r[1]) for r in rows] + [10])
     head = (
@@ -346,7 +331,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if args.mode in ("smoke", "all"):
         cfg = smoke.SmokeConfig(args.served_model_name)
         if args.smoke_timeout:
-            cfg.completion_timeout_s = cfg.determinism_timeout_s = args.smoke_timeout
+            cfg.timeouts_s.update(completion=args.smoke_timeout, determinism=args.smoke_timeout)
         stages = smoke.run_smoke(client, cfg)
         sm_ok = all(s.ok for s in stages)
         result["smoke"] = {"ok": sm_ok, "stages": [s.to_dict() for s in stages]}
@@ -372,18 +357,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         acfg = acceptance.AcceptanceConfig(
             served_model_name=args.served_model_name,
             prompts=prompts,
-            max_requests=args.max_requests,
             time_budget_s=args.time_budget,
-            repeats=args.repeats,
             request_timeout_s=args.request_timeout,
-            warmup=args.warmup,
-            concurrency=args.concurrency,
-            max_tokens=args.max_tokens,
-            no_spec_baseline=args.no_spec_baseline,
-            endpoint=args.endpoint,
-            temperature=args.temperature,
-            top_p=args.top_p,
             per_kind=not args.no_per_kind,
+            **{name: getattr(args, name) for name in _ACCEPTANCE_OPTIONS},
         )
         ares = acceptance.run_acceptance(client, acfg)
         measured: list[dict[str, object]] = []

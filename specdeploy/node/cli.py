@@ -12,6 +12,7 @@ Stdlib only (runs on the node).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -35,6 +36,16 @@ def reason(exc: BaseException) -> str:
         return exc.strerror.lower() if exc.strerror[0].isupper() else exc.strerror
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def parser(
+    prog: str, doc: str | None, json_help: str = "machine-readable output on stdout"
+) -> argparse.ArgumentParser:
+    """A command's parser: ``prog``, the first line of its module docstring ``doc`` as the
+    description, and the ``--json`` (output for machines) every tool has."""
+    p = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n")[0] or None)
+    p.add_argument("--json", action="store_true", help=json_help)
+    return p
 
 
 def usage_error(prog: str, message: object) -> int:

@@ -2,7 +2,9 @@
 
 Stdlib only. Two sides, one file:
 
-* ON THE NODE (run through ansible.builtin.script, as root): `acquire`, `release`, `show`.
+* ON THE NODE (as root; the module roles/specdeploy/library/specdeploy_deploy_lock.py runs
+  these functions through its module_utils link, with check mode and diff): `acquire`,
+  `release`, `show`.
   The lock is the file `<root>/.deploy.lock`, created atomically (hard link of a complete
   temporary file: there is never a half-written lock) holding its owner as JSON: a random
   token, the controller's host name, the ansible-playbook process id and its start time,
@@ -47,19 +49,20 @@ LOCK_NAME = ".deploy.lock"
 LOCK_DIR = Path("/run/lock/specdeploy")
 
 
-def lock_dir(root: Path) -> Path:
+def lock_dir(root: Path, create: bool = True) -> Path:
     path = LOCK_DIR / str(root).strip("/").replace("/", "_")
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def lock_path(root: Path) -> Path:
-    return lock_dir(root) / LOCK_NAME
+def lock_path(root: Path, create: bool = True) -> Path:
+    return lock_dir(root, create) / LOCK_NAME
 
 
 def read_owner(root: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(lock_path(root).read_text())
+        return json.loads(lock_path(root, create=False).read_text())
     except FileNotFoundError:
         return None
     except ValueError:
@@ -77,8 +80,10 @@ def acquire(
     stale_after: float,
     break_token: str | None = None,
     now: float | None = None,
+    check: bool = False,
 ) -> dict[str, Any]:
-    """Take the lock, or say who holds it. Breaks it only when stale (see module doc)."""
+    """Take the lock, or say who holds it. Breaks it only when stale (see module doc).
+    ``check``: change nothing, say whether it would be taken (and what it would break)."""
     if not owner.get("token"):
         raise ValueError("the owner needs a token")
     now = time.time() if now is None else now
@@ -94,24 +99,20 @@ def acquire(
         gone = bool(break_token) and held.get("token") == break_token
         if not (expired or gone):
             return _held(root, now, held)
-        # Move the stale lock aside first: of two runs breaking it, one gets it.
-        aside = lock_dir(root) / f"{LOCK_NAME}.stale-{uuid.uuid4().hex[:8]}"
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(lock_path(root), aside)
-            moved = read_owner_file(aside) or {}
-            if moved.get("token") != held.get("token"):  # a fresh lock slipped in: restore
-                with contextlib.suppress(FileExistsError):
-                    os.link(aside, lock_path(root))
-                    aside.unlink()
-                return _held(root, now)
-            aside.unlink()
-            broken = {**held, "reason": "expired" if expired else "its ansible-playbook is gone"}
+        reason = "expired" if expired else "its ansible-playbook is gone"
+        outcome = True if check else _break(root, held)
+        if outcome is False:
+            return _held(root, now)
+        if outcome:
+            broken = {**held, "reason": reason}
     record = {
         **owner,
         "node": socket.gethostname(),
         "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
         "taken_at_epoch": now,
     }
+    if check:
+        return {"acquired": True, "changed": True, "owner": record, "broken": broken}
     tmp = lock_dir(root) / f"{LOCK_NAME}.{owner['token']}.tmp"
     tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
     os.chmod(tmp, 0o644)
@@ -122,6 +123,25 @@ def acquire(
     finally:
         tmp.unlink()
     return {"acquired": True, "changed": True, "owner": record, "broken": broken}
+
+
+def _break(root: Path, held: dict[str, Any]) -> bool | None:
+    """Remove the stale lock ``held``: True when removed, None when it was gone already, False
+    when a fresh lock had taken its place (left as it is)."""
+    # Move the stale lock aside first: of two runs breaking it, one gets it.
+    aside = lock_dir(root) / f"{LOCK_NAME}.stale-{uuid.uuid4().hex[:8]}"
+    try:
+        os.rename(lock_path(root), aside)
+    except FileNotFoundError:
+        return None
+    moved = read_owner_file(aside) or {}
+    if moved.get("token") != held.get("token"):  # a fresh lock slipped in: restore it
+        with contextlib.suppress(FileExistsError):
+            os.link(aside, lock_path(root))
+            aside.unlink()
+        return False
+    aside.unlink()
+    return True
 
 
 def read_owner_file(path: Path) -> dict[str, Any] | None:
@@ -154,7 +174,7 @@ def describe(owner: dict[str, Any], age: float | None) -> str:
     )
 
 
-def release(root: Path, token: str) -> dict[str, Any]:
+def release(root: Path, token: str, check: bool = False) -> dict[str, Any]:
     held = read_owner(root)
     if held is None:
         return {"released": False, "changed": False, "message": "no lock was held"}
@@ -165,9 +185,10 @@ def release(root: Path, token: str) -> dict[str, Any]:
             "owner": held,
             "message": f"the lock belongs to {describe(held, None)}, not to this run",
         }
-    with contextlib.suppress(FileNotFoundError):
-        lock_path(root).unlink()
-    return {"released": True, "changed": True}
+    if not check:
+        with contextlib.suppress(FileNotFoundError):
+            lock_path(root).unlink()
+    return {"released": True, "changed": True, "owner": held}
 
 
 def process_starttime(pid: int) -> str | None:

@@ -31,7 +31,6 @@ Exit codes: 0 parsed (something found), 1 the log names no attention backend, 2 
 
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
 import itertools
@@ -41,6 +40,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from specdeploy.node import cli
 from specdeploy.node.attention import is_mla_backend
 from specdeploy.node.cli import reason, usage_error
 
@@ -388,9 +388,8 @@ def target_and_drafter(backends: list[BackendChoice]) -> tuple[str | None, str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="engine-log", description=__doc__.split("\n")[0])
+    ap = cli.parser("engine-log", __doc__)
     ap.add_argument("log", help="engine log file (journal text or vLLM's stdout)")
-    ap.add_argument("--json", action="store_true", help="machine-readable output")
     args = ap.parse_args(argv)
     try:
         text = Path(args.log).read_text(errors="replace")

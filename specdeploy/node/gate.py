@@ -480,18 +480,16 @@ def _acceptance_checks(res: AcceptanceResult, t: Thresholds) -> list[GateCheck]:
         )
     )
     mal = total.mean_acceptance_length
-    if t.min_mean_acceptance_length is not None and mal is not None:
-        ok = mal >= t.min_mean_acceptance_length
-        checks.append(
-            GateCheck(
-                "mean_acceptance_length",
-                "pass" if ok else "fail",
-                mal,
-                f">= {t.min_mean_acceptance_length:g}",
-                f"mean acceptance length {mal:.2f} "
-                f"{'>=' if ok else '<'} {t.min_mean_acceptance_length:g}",
-            )
-        )
+    rate = total.draft_acceptance_rate
+    floors = (
+        ("mean_acceptance_length", "mean acceptance length", mal, t.min_mean_acceptance_length,
+         (".2f", "g")),
+        ("draft_acceptance_rate", "draft acceptance rate", rate, t.min_draft_acceptance_rate,
+         (".1%", ".1%")),
+    )  # fmt: skip
+    for name, what, value, floor, formats in floors:
+        if floor is not None and value is not None:
+            checks.append(_at_least(name, what, value, floor, formats))
     if t.expected_mean_acceptance_length is not None and mal is not None:
         exp = t.expected_mean_acceptance_length
         dev = abs(mal - exp) / exp
@@ -503,19 +501,6 @@ def _acceptance_checks(res: AcceptanceResult, t: Thresholds) -> list[GateCheck]:
                 mal,
                 f"{exp:g} +/- {t.rel_tolerance:.0%}",
                 f"mean acceptance length {mal:.2f} is {dev:.1%} from the expected {exp:g}",
-            )
-        )
-    rate = total.draft_acceptance_rate
-    if t.min_draft_acceptance_rate is not None and rate is not None:
-        ok = rate >= t.min_draft_acceptance_rate
-        checks.append(
-            GateCheck(
-                "draft_acceptance_rate",
-                "pass" if ok else "fail",
-                rate,
-                f">= {t.min_draft_acceptance_rate:.1%}",
-                f"draft acceptance rate {rate:.1%} {'>=' if ok else '<'} "
-                f"{t.min_draft_acceptance_rate:.1%}",
             )
         )
     per_pos = total.per_position_rate or []
@@ -543,18 +528,26 @@ def _acceptance_checks(res: AcceptanceResult, t: Thresholds) -> list[GateCheck]:
                 )
             )
             continue
-        v = per_pos[pos]
-        ok = v >= floor
         checks.append(
-            GateCheck(
-                name,
-                "pass" if ok else "fail",
-                v,
-                f">= {floor:.3f}",
-                f"position {pos} acceptance {v:.3f} {'>=' if ok else '<'} {floor:.3f}",
-            )
+            _at_least(name, f"position {pos} acceptance", per_pos[pos], floor, (".3f", ".3f"))
         )
     return checks
+
+
+def _at_least(
+    name: str, what: str, value: float, floor: float, formats: tuple[str, str]
+) -> GateCheck:
+    """A check that ``value`` is at least ``floor``; ``formats``: how the value and the floor
+    are shown (format specs), e.g. "mean acceptance length 2.41 >= 2.2"."""
+    ok = value >= floor
+    shown_floor = format(floor, formats[1])
+    return GateCheck(
+        name,
+        "pass" if ok else "fail",
+        value,
+        f">= {shown_floor}",
+        f"{what} {format(value, formats[0])} {'>=' if ok else '<'} {shown_floor}",
+    )
 
 
 def _speed_checks(speed: dict[str, object], per_level_names: bool) -> list[GateCheck]:

@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from specdeploy.node import jsontext
+
 ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 MIN_REQUESTS_PER_REPEAT = 8  # and at least two per worker: max(8, 2c)
 # Default prompt set: the toolkit's own (``prompts/prompts.jsonl`` beside the node package or,
@@ -340,17 +342,13 @@ def load_prompts_file(path: str | Path) -> list[list[dict]]:
     ``{"prompt": "text"}`` (sent as one user message). Raises :class:`LoadgenError`."""
     out: list[list[dict]] = []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        objects = jsontext.read_objects(path)
     except OSError as e:
         raise LoadgenError(f"prompts file {path}: {e.strerror or e}") from e
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise LoadgenError(f"prompts file {path} line {n}: not JSON ({e})") from e
-        msgs = obj.get("messages") if isinstance(obj, dict) else None
+    except ValueError as e:
+        raise LoadgenError(f"prompts file {e}") from None
+    for n, obj in objects:
+        msgs = obj.get("messages")
         if (
             isinstance(msgs, list)
             and msgs
@@ -360,7 +358,7 @@ def load_prompts_file(path: str | Path) -> list[list[dict]]:
             )
         ):
             out.append(msgs)
-        elif isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
+        elif isinstance(obj.get("prompt"), str):
             out.append([{"role": "user", "content": obj["prompt"]}])
         else:
             raise LoadgenError(
@@ -442,6 +440,13 @@ def render_table(rows: list[LevelResult]) -> str:
     return "\n".join(out)
 
 
+# The command-line options passed to measure_levels under their own name.
+_MEASURE_OPTIONS = (
+    "max_tokens", "temperature", "top_p", "repeats", "min_window_s", "endpoint", "timeout_s",
+    "warmup_per_level"
+)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
@@ -466,16 +471,9 @@ def main(argv: list[str] | None = None) -> int:
             model,
             a.levels,
             prompts=prompts,
-            max_tokens=a.max_tokens,
-            temperature=a.temperature,
-            top_p=a.top_p,
-            repeats=a.repeats,
-            min_window_s=a.min_window_s,
-            endpoint=a.endpoint,
             api_key=api_key,
-            timeout_s=a.timeout_s,
             ignore_eos=not a.no_ignore_eos,
-            warmup_per_level=a.warmup_per_level,
+            **{name: getattr(a, name) for name in _MEASURE_OPTIONS},
         )
     except LoadgenError as e:
         print(f"loadgen: {e}", file=sys.stderr)

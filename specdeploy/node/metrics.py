@@ -288,6 +288,11 @@ def snapshot(text: str, model_name: str | None, timestamp: float = 0.0) -> SpecS
     )
 
 
+def _ratio(part: float, whole: float) -> float | None:
+    """``part / whole``, or None when there is no whole (no drafts, no time): unknown, not 0."""
+    return part / whole if whole > 0 else None
+
+
 @dataclass(frozen=True)
 class SpecDelta:
     """Counter increments between two snapshots, with vLLM's derived figures."""
@@ -300,15 +305,12 @@ class SpecDelta:
 
     @property
     def mean_acceptance_length(self) -> float | None:
-        if self.num_drafts <= 0:
-            return None
-        return 1.0 + self.num_accepted_tokens / self.num_drafts
+        rate = _ratio(self.num_accepted_tokens, self.num_drafts)
+        return None if rate is None else 1.0 + rate
 
     @property
     def draft_acceptance_rate(self) -> float | None:
-        if self.num_draft_tokens <= 0:
-            return None
-        return self.num_accepted_tokens / self.num_draft_tokens
+        return _ratio(self.num_accepted_tokens, self.num_draft_tokens)
 
     @property
     def per_position_available(self) -> bool:
@@ -324,15 +326,11 @@ class SpecDelta:
 
     @property
     def accepted_throughput(self) -> float | None:
-        if self.elapsed_s <= 0:
-            return None
-        return self.num_accepted_tokens / self.elapsed_s
+        return _ratio(self.num_accepted_tokens, self.elapsed_s)
 
     @property
     def drafted_throughput(self) -> float | None:
-        if self.elapsed_s <= 0:
-            return None
-        return self.num_draft_tokens / self.elapsed_s
+        return _ratio(self.num_draft_tokens, self.elapsed_s)
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -24,6 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+try:  # as the module_utils of roles/specdeploy/library/specdeploy_releases.py
+    from ansible.module_utils.specdeploy_fsio import atomic_symlink, atomic_write
+except ImportError:  # as specdeploy.node.release
+    from specdeploy.node.module_utils.specdeploy_fsio import atomic_symlink, atomic_write
+
 STATUSES = ("building", "verified", "active", "inactive", "failed")
 SELECTABLE = ("verified", "active", "inactive")
 
@@ -52,10 +57,7 @@ def read_manifest(root: Path, release_id: str) -> dict[str, Any]:
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o644)
 
 
 def current_release(root: Path) -> str | None:
@@ -263,11 +265,7 @@ def activate(root: Path, release_id: str, action: str, check: bool = False) -> d
         return {"changed": False, "current": release_id, "previous": previous}
     if check:
         return {"changed": True, "current": release_id, "previous": previous}
-    tmp = root / ".current.tmp"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(f"releases/{release_id}", tmp)
-    os.replace(tmp, root / "current")
+    atomic_symlink(root / "current", f"releases/{release_id}")
     _append_ledger(
         root, {"at": _now(), "action": action, "release": release_id, "previous": previous}
     )

@@ -179,19 +179,23 @@ class StageResult:
         return asdict(self)
 
 
+# The smoke stages in the order they run, each with its time limit in seconds.
+STAGE_TIMEOUTS_S = {
+    "port": 3.0,
+    "health": 5.0,
+    "models": 10.0,
+    "completion": 60.0,
+    "determinism": 120.0,
+}
+
+
 @dataclass
 class SmokeConfig:
     served_model_name: str
-    port_timeout_s: float = 3.0
-    health_timeout_s: float = 5.0
-    models_timeout_s: float = 10.0
-    completion_timeout_s: float = 60.0
-    determinism_timeout_s: float = 120.0
     max_tokens: int = 32
     prompt: str = SMOKE_PROMPT
-    stages: list[str] = field(
-        default_factory=lambda: ["port", "health", "models", "completion", "determinism"]
-    )
+    stages: list[str] = field(default_factory=lambda: list(STAGE_TIMEOUTS_S))
+    timeouts_s: dict[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS_S))
 
 
 def _timed(name: str, fn: Callable[[], tuple[bool, str, str | None]]) -> StageResult:
@@ -222,17 +226,17 @@ def run_smoke(client: Client, cfg: SmokeConfig) -> list[StageResult]:
     first_text: dict[str, str] = {}
 
     def port() -> tuple[bool, str, str | None]:
-        return check_port(client.host, client.port, cfg.port_timeout_s)
+        return check_port(client.host, client.port, cfg.timeouts_s["port"])
 
     def health() -> tuple[bool, str, str | None]:
         try:
-            status, _ = client.request("GET", "/health", None, cfg.health_timeout_s)
+            status, _ = client.request("GET", "/health", None, cfg.timeouts_s["health"])
         except HttpError as e:
             if e.kind == "timeout":
                 return (
                     False,
                     (
-                        f"GET /health: no answer within {cfg.health_timeout_s:g}s "
+                        f"GET /health: no answer within {cfg.timeouts_s['health']:g}s "
                         "(engine still loading, or hung)"
                     ),
                     None,
@@ -242,7 +246,7 @@ def run_smoke(client: Client, cfg: SmokeConfig) -> list[StageResult]:
         return status == 200, f"GET /health -> {status}", str(status)
 
     def models() -> tuple[bool, str, str | None]:
-        out = client.json("GET", "/v1/models", None, cfg.models_timeout_s)
+        out = client.json("GET", "/v1/models", None, cfg.timeouts_s["models"])
         data = out.get("data") if isinstance(out, dict) else None
         if not isinstance(data, list):
             return False, f"/v1/models: unexpected body {str(out)[:200]}", None
@@ -257,7 +261,7 @@ def run_smoke(client: Client, cfg: SmokeConfig) -> list[StageResult]:
 
     def completion() -> tuple[bool, str, str | None]:
         resp = client.completion(
-            cfg.served_model_name, cfg.prompt, cfg.max_tokens, cfg.completion_timeout_s
+            cfg.served_model_name, cfg.prompt, cfg.max_tokens, cfg.timeouts_s["completion"]
         )
         text = completion_text(resp)
         ntok = completion_tokens(resp)
@@ -273,12 +277,12 @@ def run_smoke(client: Client, cfg: SmokeConfig) -> list[StageResult]:
         if a is None:
             a = completion_text(
                 client.completion(
-                    cfg.served_model_name, cfg.prompt, cfg.max_tokens, cfg.determinism_timeout_s
+                    cfg.served_model_name, cfg.prompt, cfg.max_tokens, cfg.timeouts_s["determinism"]
                 )
             )
         b = completion_text(
             client.completion(
-                cfg.served_model_name, cfg.prompt, cfg.max_tokens, cfg.determinism_timeout_s
+                cfg.served_model_name, cfg.prompt, cfg.max_tokens, cfg.timeouts_s["determinism"]
             )
         )
         if a == b:

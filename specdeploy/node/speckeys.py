@@ -12,12 +12,13 @@ Runs on the node too: stdlib only, and nothing from specdeploy.controller.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from specdeploy.node import cli
 from specdeploy.node.cli import reason
 
 CLASS_NAME = "SpeculativeConfig"
@@ -135,26 +136,30 @@ def eagle3_drafter_architectures(registry_src: str, proposer_srcs: list[str]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="vllm-spec-keys", description=__doc__)
+    ap = cli.parser("vllm-spec-keys", __doc__)
     ap.add_argument("--file", type=Path, required=True, help="path of a vllm/config/speculative.py")
-    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    return print_keys(
+        lambda: extract_from_file(args.file),
+        f"vllm-spec-keys: error: --file {args.file}",
+        args.json,
+    )
+
+
+def print_keys(extract: Callable[[], dict[str, list[str]]], source: str, as_json: bool) -> int:
+    """Prints the keys ``extract`` finds as JSON, or one a line with the internal ones marked;
+    exit code 0, or 2 with one line ``SOURCE: reason`` when they cannot be read."""
     try:
-        res = extract_from_file(args.file)
+        res = extract()
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        print(f"vllm-spec-keys: error: --file {args.file}: {reason(exc)}", file=sys.stderr)
+        print(f"{source}: {reason(exc)}", file=sys.stderr)
         return 2
-    print_keys(res, args.json)
-    return 0
-
-
-def print_keys(res: dict[str, list[str]], as_json: bool) -> None:
-    """The keys as JSON, or one a line with the internal ones marked."""
     if as_json:
         print(json.dumps(res, indent=2))
     else:
         for k in res["keys"]:
             print(k + ("  (internal)" if k in res["internal"] else ""))
+    return 0
 
 
 if __name__ == "__main__":

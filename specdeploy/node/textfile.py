@@ -14,7 +14,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,79 @@ def _epoch(r: dict[str, Any]) -> float | None:
     except ValueError:
         return None
     return ts.timestamp() if ts.tzinfo else None
+
+
+# How a validation ended: (name suffix, help for the per-release series, help for the node's
+# newest result, the value). The same three gauges exist as specdeploy_validation_* (one per
+# node, release and model) and as specdeploy_last_validation_* (one per node).
+_OUTCOME_GAUGES: tuple[tuple[str, str, str, Callable[[dict[str, Any]], float | None]], ...] = (
+    (
+        "passed",
+        "1 if the validation passed, else 0",
+        "1 if the node's newest validation passed, else 0",
+        lambda r: 1.0 if r.get("status") == "pass" else 0.0,
+    ),
+    (
+        "exit_code",
+        "Exit code of the validation (0/1/2)",
+        "Exit code of the node's newest validation (0 pass, 1 failed, 2 not measured)",
+        lambda r: float(r.get("exit_code", 2)),
+    ),
+    (
+        "timestamp_seconds",
+        "When the validation finished",
+        "When the node's newest validation finished",
+        _epoch,
+    ),
+)
+
+# Gauges of a result's acceptance block: (name, help, the value from the block).
+_ACCEPTANCE_GAUGES: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+    (
+        "specdeploy_mean_acceptance_length",
+        "1 + accepted / drafts over the run",
+        lambda a: a.get("mean_acceptance_length"),
+    ),
+    (
+        "specdeploy_draft_acceptance_rate",
+        "accepted / draft tokens over the run",
+        lambda a: a.get("draft_acceptance_rate"),
+    ),
+    (
+        "specdeploy_output_tokens_per_second",
+        "Median output tokens/s of the workload",
+        lambda a: _med(a.get("output_tokens_per_s")),
+    ),
+    (
+        "specdeploy_accepted_tokens_per_second",
+        "Median accepted draft tokens/s",
+        lambda a: _med(a.get("accepted_tokens_per_s")),
+    ),
+    (
+        "specdeploy_speed_up",
+        "Median output tokens/s over the no-speculation baseline",
+        lambda a: _med(a.get("speed_up")),
+    ),
+)
+
+# Gauges per concurrency level of the speed results: (name, help, key in the level).
+_LEVEL_GAUGES: tuple[tuple[str, str, str], ...] = (
+    (
+        "specdeploy_level_output_tokens_per_second",
+        "Output tokens/s at a concurrency level",
+        "output_tps",
+    ),
+    (
+        "specdeploy_level_baseline_tokens_per_second",
+        "No-speculation output tokens/s at a concurrency level",
+        "baseline_tps",
+    ),
+    (
+        "specdeploy_level_speed_up",
+        "Output tokens/s over the no-speculation baseline at a concurrency level",
+        "speed_up",
+    ),
+)
 
 
 def latest_per_series(results: list[dict[str, Any]]) -> list[int]:
@@ -104,21 +177,8 @@ def prom_textfile(
             "release": str(r.get("release") or "unknown"),
             "model": str(r.get("served_model_name") or ""),
         }
-        a = _acc(r)
-        passed = 1.0 if r.get("status") == "pass" else 0.0
-        tf.add("specdeploy_validation_passed", "1 if the validation passed, else 0", base, passed)
-        tf.add(
-            "specdeploy_validation_exit_code",
-            "Exit code of the validation (0/1/2)",
-            base,
-            float(r.get("exit_code", 2)),
-        )
-        tf.add(
-            "specdeploy_validation_timestamp_seconds",
-            "When the validation finished",
-            base,
-            _epoch(r),
-        )
+        for suffix, help_, _, value_of in _OUTCOME_GAUGES:
+            tf.add(f"specdeploy_validation_{suffix}", help_, base, value_of(r))
         sm = r.get("smoke")
         if isinstance(sm, dict):
             for s in sm.get("stages", []):
@@ -128,18 +188,9 @@ def prom_textfile(
                     base | {"stage": s["name"]},
                     1.0 if s.get("ok") else 0.0,
                 )
-        tf.add(
-            "specdeploy_mean_acceptance_length",
-            "1 + accepted / drafts over the run",
-            base,
-            a.get("mean_acceptance_length"),
-        )
-        tf.add(
-            "specdeploy_draft_acceptance_rate",
-            "accepted / draft tokens over the run",
-            base,
-            a.get("draft_acceptance_rate"),
-        )
+        a = _acc(r)
+        for name, help_, acc_value in _ACCEPTANCE_GAUGES:
+            tf.add(name, help_, base, acc_value(a))
         for pos, v in enumerate(a.get("per_position_acceptance") or []):
             tf.add(
                 "specdeploy_position_acceptance_rate",
@@ -147,44 +198,10 @@ def prom_textfile(
                 base | {"position": str(pos)},
                 v,
             )
-        tf.add(
-            "specdeploy_output_tokens_per_second",
-            "Median output tokens/s of the workload",
-            base,
-            _med(a.get("output_tokens_per_s")),
-        )
-        tf.add(
-            "specdeploy_accepted_tokens_per_second",
-            "Median accepted draft tokens/s",
-            base,
-            _med(a.get("accepted_tokens_per_s")),
-        )
-        tf.add(
-            "specdeploy_speed_up",
-            "Median output tokens/s over the no-speculation baseline",
-            base,
-            _med(a.get("speed_up")),
-        )
         for lvl in _speed_levels(r):
             at = base | {"concurrency": str(lvl["concurrency"])}
-            tf.add(
-                "specdeploy_level_output_tokens_per_second",
-                "Output tokens/s at a concurrency level",
-                at,
-                _num(lvl.get("output_tps")),
-            )
-            tf.add(
-                "specdeploy_level_baseline_tokens_per_second",
-                "No-speculation output tokens/s at a concurrency level",
-                at,
-                _num(lvl.get("baseline_tps")),
-            )
-            tf.add(
-                "specdeploy_level_speed_up",
-                "Output tokens/s over the no-speculation baseline at a concurrency level",
-                at,
-                _num(lvl.get("speed_up")),
-            )
+            for name, help_, key in _LEVEL_GAUGES:
+                tf.add(name, help_, at, _num(lvl.get(key)))
         if regress is not None:
             tf.add(
                 "specdeploy_regression",
@@ -199,24 +216,8 @@ def prom_textfile(
             last[node] = r
     for node, r in sorted(last.items()):
         lab = {"node": node, "release": str(r.get("release") or "unknown")}
-        tf.add(
-            "specdeploy_last_validation_passed",
-            "1 if the node's newest validation passed, else 0",
-            lab,
-            1.0 if r.get("status") == "pass" else 0.0,
-        )
-        tf.add(
-            "specdeploy_last_validation_exit_code",
-            "Exit code of the node's newest validation (0 pass, 1 failed, 2 not measured)",
-            lab,
-            float(r.get("exit_code", 2)),
-        )
-        tf.add(
-            "specdeploy_last_validation_timestamp_seconds",
-            "When the node's newest validation finished",
-            lab,
-            _epoch(r),
-        )
+        for suffix, _, last_help, value_of in _OUTCOME_GAUGES:
+            tf.add(f"specdeploy_last_validation_{suffix}", last_help, lab, value_of(r))
     return tf.text()
 
 

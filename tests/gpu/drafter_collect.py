@@ -28,6 +28,36 @@ def fmt(x: object) -> str:
     return "-" if x is None else str(x)
 
 
+def gate_cell(run: dict) -> str:
+    """Each gate check of the toolkit's acceptance result: name status (value)."""
+    gates = ((run.get("acceptance") or {}).get("result") or {}).get("gates") or {}
+    cells = [
+        f"{c['name']} {c['status']}" + (f" ({fmt(c['value'])})" if c.get("value") else "")
+        for c in gates.get("checks") or []
+        if c["name"] != "speculation_on"
+    ]
+    return f"exit {gates.get('exit_code')}: " + "; ".join(cells) if gates else "-"
+
+
+def print_serve_table(serve: dict) -> None:
+    checks = serve.get("drafter_check") or {}
+    print(
+        "| drafter | drafter check (before the load) | served aux layers (engine log) |"
+        " per-position acceptance: toolkit / vLLM log | mean acceptance length: toolkit /"
+        " vLLM log | gates |"
+    )
+    print("|---|---|---|---|---|---|")
+    for tag, s in (serve.get("summary") or {}).items():
+        run = serve["runs"][tag]
+        chk = checks.get(tag) or {}
+        errs = "; ".join(f["code"] for f in chk.get("errors") or []) or "pass"
+        print(
+            f"| {tag} | rc {chk.get('rc')}: {errs} | {fmt(run.get('engine_aux_layers'))} | "
+            f"{fmt(s.get('pos_toolkit'))} / {fmt(s.get('pos_vllm_log'))} | "
+            f"{fmt(s.get('mal_toolkit'))} / {fmt(s.get('mal_vllm_log'))} | {gate_cell(run)} |"
+        )
+
+
 def main(argv: list[str]) -> int:
     results: dict = {}
     for d in map(Path, argv):
@@ -41,24 +71,9 @@ def main(argv: list[str]) -> int:
                 with tarfile.open(tgz) as tf:
                     tf.extractall(dest, filter="data")
     (REPO / "docs" / "drafter-gpu.json").write_text(json.dumps(results, indent=1, default=str))
-    serve = results.get("serve") or {}
-    checks = serve.get("drafter_check") or {}
-    print(
-        "| drafter | drafter check (before the load) | served aux layers (engine log) |"
-        " per-position acceptance: toolkit / vLLM log | mean acceptance length: toolkit /"
-        " vLLM log | gate |"
-    )
-    print("|---|---|---|---|---|---|")
-    for tag, s in (serve.get("summary") or {}).items():
-        run = serve["runs"][tag]
-        chk = checks.get(tag) or {}
-        errs = "; ".join(f["code"] for f in chk.get("errors") or []) or "pass"
-        gate = "pass" if s.get("gate_passed") else "FAIL: " + "; ".join(s.get("gate_reasons") or [])
-        print(
-            f"| {tag} | rc {chk.get('rc')}: {errs} | {fmt(run.get('engine_aux_layers'))} | "
-            f"{fmt(s.get('pos_toolkit'))} / {fmt(s.get('pos_vllm_log'))} | "
-            f"{fmt(s.get('mal_toolkit'))} / {fmt(s.get('mal_vllm_log'))} | {gate} |"
-        )
+    for stage in sorted(k for k in results if k.startswith("serve")):
+        print(f"\n{stage}:")
+        print_serve_table(results[stage])
     for name in ("pipeline-A", "pipeline-B"):
         st = (results.get(name) or {}).get("state") or {}
         conv = (st.get("convention") or {}).get("result") or {}

@@ -401,6 +401,11 @@ def serve_one(tag: str, drafter: Path, aux: list[int], out: Path, gates: Path) -
                 "tiny-dsv3",
                 "--prompts",
                 str(W / "eval-prompts.jsonl"),
+                # the targets are raw-text language models and the drafters were trained on
+                # their completions of raw prompts: a chat template would change the text
+                # (PROOF_ENDPOINT=chat repeats the first run, which had it)
+                "--endpoint",
+                os.environ.get("PROOF_ENDPOINT", "completions"),
                 "--warmup",
                 "0",
                 "--max-requests",
@@ -505,17 +510,19 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     W.mkdir(parents=True, exist_ok=True)
-    if a.stage == "targets":
-        res = stage_targets(out, a.seconds_a, a.seconds_b)
-    elif a.stage == "pipeline":
-        res = stage_pipeline(out, a.only)
-    elif a.stage == "convention":
-        res = stage_convention(out)
-    else:
-        res = stage_serve(out)
+    stages = {
+        "targets": lambda: stage_targets(out, a.seconds_a, a.seconds_b),
+        "pipeline": lambda: stage_pipeline(out, a.only),
+        "convention": lambda: stage_convention(out),
+        "serve": lambda: stage_serve(out),
+    }
+    res = stages[a.stage]()
+    if a.stage == "serve":
         res["summary"] = {t: summary(r) for t, r in res["runs"].items()}
     res["total_s"] = round(time.monotonic() - T0, 1)
     tag = a.stage + (f"-{a.only}" if a.stage == "pipeline" else "")
+    if a.stage == "serve" and os.environ.get("PROOF_ENDPOINT", "completions") != "completions":
+        tag += "-" + os.environ["PROOF_ENDPOINT"]
     (out / f"proof-{tag}.json").write_text(json.dumps(res, indent=1, default=str))
     with tarfile.open(out / f"proof-{tag}.tgz", "w:gz") as tf:
         for p in sorted(out.iterdir()):

@@ -16,6 +16,13 @@ import standin_metrics
 from standin_engine import Engine
 
 
+def stand_in_token_ids(text: str, n: int) -> list[int]:
+    """``return_token_ids``: n ids for text (the stand-in has no tokenizer; real vLLM returns
+    its tokenizer's ids): stable, so a resumed run sees the same ids as an uninterrupted one."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [(digest[i % 32] * 131 + i) % 32000 for i in range(n)]
+
+
 class Server(ThreadingHTTPServer):
     request_queue_size = 128
     daemon_threads = True
@@ -272,6 +279,11 @@ def make_handler(eng: Engine, api_keys: list[str]) -> type[BaseHTTPRequestHandle
                 "prompt_tokens_details": None,
             }
             created = int(time.time())
+            # vLLM's return_token_ids: the prompt's ids on the response (chat) or on the
+            # choice (completions), the completion's on the choice
+            want_ids = bool(body.get("return_token_ids"))
+            p_ids = stand_in_token_ids(prompt, p_tok) if want_ids else None
+            c_ids = stand_in_token_ids(prompt + text, max_tokens) if want_ids else None
             if chat:
                 self._send(
                     200,
@@ -296,14 +308,14 @@ def make_handler(eng: Engine, api_keys: list[str]) -> type[BaseHTTPRequestHandle
                                 "logprobs": None,
                                 "finish_reason": "length",
                                 "stop_reason": None,
-                                "token_ids": None,
+                                "token_ids": c_ids,
                             }
                         ],
                         "service_tier": None,
                         "system_fingerprint": None,
                         "usage": usage,
                         "prompt_logprobs": None,
-                        "prompt_token_ids": None,
+                        "prompt_token_ids": p_ids,
                         "kv_transfer_params": None,
                     },
                 )
@@ -322,9 +334,9 @@ def make_handler(eng: Engine, api_keys: list[str]) -> type[BaseHTTPRequestHandle
                                 "logprobs": None,
                                 "finish_reason": "length",
                                 "stop_reason": None,
-                                "token_ids": None,
+                                "token_ids": c_ids,
                                 "prompt_logprobs": None,
-                                "prompt_token_ids": None,
+                                "prompt_token_ids": p_ids,
                             }
                         ],
                         "service_tier": None,

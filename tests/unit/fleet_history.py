@@ -164,3 +164,30 @@ def write(directory: Path, results: list[dict[str, Any]] | None = None) -> list[
         p.write_text(json.dumps(r, indent=1))
         paths.append(p)
     return paths
+
+
+def one_result(
+    node: str, release: str, started: str, mal: float, tps: float, status: str = "pass"
+) -> dict:
+    """One plain result (one acceptance figure, one speed) for the history tests."""
+    return {
+        "schema": "specdeploy.validation/1",
+        "node": node,
+        "release": release,
+        "started_at": started,
+        "finished_at": started,
+        "status": status,
+        "exit_code": 0 if status == "pass" else 1,
+        "mode": "all",
+        "reasons": [],
+        "served_model_name": "m",
+        "acceptance": {
+            "status": "ok",
+            "mean_acceptance_length": mal,
+            "draft_acceptance_rate": (mal - 1) / 3,
+            "per_position_acceptance": [0.8, 0.6, 0.4],
+            "output_tokens_per_s": {"median": tps, "min": tps, "max": tps},
+            "accepted_tokens_per_s": None,
+            "speed_up": None,
+        },
+    }

@@ -32,3 +32,22 @@ def run_module(module: Path, tmp_path: Path, args: dict) -> dict:
     )
     assert result.stdout.strip(), result.stderr
     return json.loads(result.stdout)
+
+
+_LINKED = """
+import importlib, runpy, sys
+sys.path.insert(0, {repo!r})
+sys.modules["ansible.module_utils." + {link!r}] = importlib.import_module({node!r})
+runpy.run_path({module!r}, run_name="__main__")
+"""
+
+
+def run_linked_module(module: Path, link: str, node_module: str, args_file: Path) -> dict:
+    """Run a module whose module_utils file ``link`` is a link to node code (``node_module``,
+    e.g. specdeploy.node.release), as roles/*/module_utils makes it; args from ``args_file``."""
+    code = _LINKED.format(repo=str(REPO), link=link, node=node_module, module=str(module))
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(args_file)], capture_output=True, text=True, check=False
+    )
+    assert result.stdout.strip(), result.stderr
+    return json.loads(result.stdout)

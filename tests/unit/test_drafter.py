@@ -241,7 +241,7 @@ def test_cli_inline_config_json_as_the_preflight_role_passes_it() -> None:
         "drafter.aux_layers.eagle_config_ignored"
     ]
     bad = cli("--vllm-version", "0.16.0", "--target-config-json", "{", "--drafter", str(KIMI))
-    assert bad.returncode == 2 and "not valid JSON" in bad.stderr
+    assert bad.returncode == 2 and "--target-config-json: not JSON (" in bad.stderr
 
 
 # ------------------------------------------------ what the deploy passes: the node's weights

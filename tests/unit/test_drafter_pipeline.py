@@ -203,6 +203,39 @@ def test_generation_killed_mid_step_resumes_and_equals_an_uninterrupted_run(
     assert "generate: done earlier, skipped" in again.stdout
 
 
+def test_chat_prompts_go_through_the_chat_endpoint_with_their_token_ids(tmp_path: Path) -> None:
+    # chat traffic is served through the chat template: its training data must be too
+    prompts = tmp_path / "prompts.jsonl"
+    chat = [{"role": "user", "content": f"write f{i}"} for i in range(2)]
+    prompts.write_text(
+        json.dumps({"messages": [chat[0]]})
+        + "\n"
+        + json.dumps({"prompt": "def g(x):\n    return"})
+        + "\n"
+        + json.dumps({"messages": [chat[1]]})
+        + "\n"
+    )
+    with Standin(profile={"tokens_per_s": 2000.0}, spec_tokens=None) as s:
+        cfg = write_config(tmp_path, serve_url=s.base_url, max_tokens=8)
+        p = cli("run", "--config", str(cfg), "--until", "generate")
+        assert p.returncode == 0, p.stderr
+    recs = generate.records(tmp_path / "work" / "generate")
+    assert [r.get("messages") for r in recs] == [[chat[0]], None, [chat[1]]]
+    assert [r["prompt"] for r in recs] == [None, "def g(x):\n    return", None]
+    for r in recs:
+        assert r["text"] and len(r["token_ids"]) == 8 and r["prompt_token_ids"]
+
+
+def test_a_prompt_line_of_neither_kind_is_one_line(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"messages": "hi"}) + "\n")
+    p = cli("run", "--config", str(write_config(tmp_path)))
+    assert p.returncode == 2
+    assert p.stderr.strip().endswith(
+        f'{prompts}:1: expected {{"prompt": "..."}} or {{"messages": [{{"role": ...}}]}}'
+    )
+
+
 def test_changed_settings_are_refused_instead_of_mixed(tmp_path: Path) -> None:
     st = StepState(tmp_path / "work", "generate")
     st.begin("aaaa")
@@ -453,7 +486,8 @@ def test_output_carries_provenance_the_deploy_accepts_and_refuses(tmp_path: Path
     assert bad.returncode == 1
     assert [ln for ln in bad.stdout.splitlines() if "ERROR" in ln] == [
         "  ERROR   provenance.aux_layer_ids: provenance aux_layer_ids [1, 2, 3] differ from the "
-        "layers vLLM 0.20.2 will feed this drafter [2, 3, 4]: acceptance collapses"
+        "layers vLLM 0.20.2 will feed this drafter [2, 3, 4]: it would draft from states it was "
+        "not trained on"
     ]
     (out / "config.json").write_text(
         json.dumps({**shifted, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]})
@@ -480,3 +514,22 @@ def test_bootstrap_checkpoint_is_what_the_drafter_check_reads(tmp_path: Path) ->
     assert f.rows("midlayer.hidden_norm.weight", 0, H) == [1.0] * H
     res = drafter_check(tmp_path / "target", d)
     assert "d2t present" in res.stdout and "target layers [1, 2, 3] feed the drafter" in res.stdout
+
+
+def test_the_vllm_workers_chunk_loop_skips_written_chunks_and_keeps_room(tmp_path: Path) -> None:
+    # vllm_worker.py runs only on a GPU; its chunk bookkeeping does not need vLLM
+    from specdeploy.controller.drafter_pipeline import vllm_worker
+
+    chunks = []
+    for i in range(3):
+        inp = tmp_path / f"in-{i}.jsonl"
+        recs = [
+            {"index": 2 * i + j, "prompt_token_ids": [1] * 6, "token_ids": [2] * 6} for j in (0, 1)
+        ]
+        inp.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        chunks.append({"index": i, "input": str(inp), "output": str(tmp_path / f"out-{i}.st")})
+    (tmp_path / "out-1.st").write_bytes(b"done")  # finished before a crash
+    got = list(vllm_worker.pending_chunks({"chunks": chunks, "max_model_len": 10}, None, 2))
+    assert [c["index"] for c, _, _ in got] == [0, 2]
+    # 12 tokens truncated to 10 - 2 (room for the tokens the engine generates); prompt 6
+    assert [seqs for _, _, seqs in got][1] == [(4, [1] * 6 + [2] * 2, 6), (5, [1] * 6 + [2] * 2, 6)]

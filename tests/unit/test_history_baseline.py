@@ -12,7 +12,8 @@ sys.path.insert(0, str(ROOT))
 from specdeploy.controller import history  # noqa: E402
 
 
-def _run(node: str, release: str, started: str, tps: float, mode: str, status: str = "pass"):
+def _head(node: str, release: str, started: str, status: str) -> dict:
+    """What every result says of itself: schema, run, node, release, when, how it ended."""
     return {
         "schema": "specdeploy.validation/1",
         "run_id": f"{node}-{release}-{started}",
@@ -20,9 +21,14 @@ def _run(node: str, release: str, started: str, tps: float, mode: str, status: s
         "release": release,
         "started_at": started,
         "status": status,
+        "served_model_name": "m",
+    }
+
+
+def _run(node: str, release: str, started: str, tps: float, mode: str, status: str = "pass"):
+    return _head(node, release, started, status) | {
         "exit_code": 0 if status == "pass" else 1,
         "mode": "all",
-        "served_model_name": "m",
         "acceptance": {
             "status": "ok",
             "mode": mode,
@@ -59,14 +65,7 @@ def test_latest_passed_no_spec_run_of_the_node_and_model_is_the_baseline(tmp_pat
 
 
 def _levels_run(node, release, started, levels, *, speculative=False, status="pass", **labels):
-    return {
-        "schema": "specdeploy.validation/1",
-        "run_id": f"{node}-{release}-{started}",
-        "node": node,
-        "release": release,
-        "started_at": started,
-        "status": status,
-        "served_model_name": "m",
+    return _head(node, release, started, status) | {
         "labels": labels,
         "acceptance": {"status": "ok", "mode": "spec" if speculative else "no_spec_baseline"},
         "speed": {

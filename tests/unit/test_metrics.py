@@ -12,12 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from recorded_metrics import FIX, NOSPEC, RANDOM, SPEC  # noqa: E402
+
 from specdeploy.node import metrics  # noqa: E402
 
-FIX = ROOT / "tests" / "fixtures" / "vllm-0.20.2"
-SPEC = (FIX / "metrics-spec.txt").read_text()
-NOSPEC = (FIX / "metrics-nospec.txt").read_text()
-RANDOM = (FIX / "metrics-spec-random-drafter.txt").read_text()
 MODEL = "tiny-dsv3"
 
 

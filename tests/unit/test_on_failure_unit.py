@@ -30,6 +30,21 @@ def ansible_playbook(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def render_unit(tmp_path: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """playbooks/render-unit.yml into ``out``, the node's paths under ``tmp_path``."""
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    return ansible_playbook(
+        "playbooks/render-unit.yml",
+        "-e",
+        f"render_dir={out}",
+        "-e",
+        f"specdeploy_root={tmp_path}/root",
+        "-e",
+        f"specdeploy_config_dir={tmp_path}/etc",
+        *extra,
+    )
+
+
 def render_hook(tmp_path: Path, **knobs: str) -> Path:
     tmp_path.mkdir(parents=True, exist_ok=True)
     play = [
@@ -71,16 +86,7 @@ def verify(unit: Path) -> subprocess.CompletedProcess[str]:
 def test_unit_points_on_failure_at_the_hook(tmp_path):
     out = tmp_path / "r"
     out.mkdir()
-    (tmp_path / "etc").mkdir()
-    run = ansible_playbook(
-        "playbooks/render-unit.yml",
-        "-e",
-        f"render_dir={out}",
-        "-e",
-        f"specdeploy_root={tmp_path}/root",
-        "-e",
-        f"specdeploy_config_dir={tmp_path}/etc",
-    )
+    run = render_unit(tmp_path, out)
     assert run.returncode == 0, run.stdout[-3000:]
     unit = (out / "vllm.service").read_text()
     unit_section = unit.split("[Service]")[0]

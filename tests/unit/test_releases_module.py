@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from module_runner import REPO
+from module_runner import REPO, run_linked_module
 
 MODULE = REPO / "roles" / "specdeploy" / "library" / "specdeploy_releases.py"
 LINK = REPO / "roles" / "specdeploy" / "module_utils" / "specdeploy_release.py"
-RUNNER = """
-import runpy, sys
-sys.path.insert(0, {repo!r})
-from specdeploy.node import release
-sys.modules["ansible.module_utils.specdeploy_release"] = release
-runpy.run_path({module!r}, run_name="__main__")
-"""
 
 
 def module(tmp_path: Path, check: bool = False, diff: bool = False, **args) -> dict:
@@ -31,12 +22,7 @@ def module(tmp_path: Path, check: bool = False, diff: bool = False, **args) -> d
     args = {"root": str(tmp_path / "root"), **args}
     args.update(_ansible_check_mode=check, _ansible_diff=diff)
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    code = RUNNER.format(repo=str(REPO), module=str(MODULE))
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(args_file)], capture_output=True, text=True, check=False
-    )
-    assert result.stdout.strip(), result.stderr
-    return json.loads(result.stdout)
+    return run_linked_module(MODULE, LINK.stem, "specdeploy.node.release", args_file)
 
 
 def listing(root: Path) -> dict[str, str]:

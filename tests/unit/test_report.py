@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
+from fleet_history import one_result  # noqa: E402
 from harness import Standin, free_port  # noqa: E402
 
 from specdeploy.controller import history, report  # noqa: E402
@@ -137,39 +138,13 @@ def test_html_with_history(results, tmp_path):
     assert "<script" not in page
 
 
-def _result(
-    node: str, release: str, started: str, mal: float, tps: float, status: str = "pass"
-) -> dict:
-    return {
-        "schema": "specdeploy.validation/1",
-        "node": node,
-        "release": release,
-        "started_at": started,
-        "finished_at": started,
-        "status": status,
-        "exit_code": 0 if status == "pass" else 1,
-        "mode": "all",
-        "reasons": [],
-        "served_model_name": "m",
-        "acceptance": {
-            "status": "ok",
-            "mean_acceptance_length": mal,
-            "draft_acceptance_rate": (mal - 1) / 3,
-            "per_position_acceptance": [0.8, 0.6, 0.4],
-            "output_tokens_per_s": {"median": tps, "min": tps, "max": tps},
-            "accepted_tokens_per_s": None,
-            "speed_up": None,
-        },
-    }
-
-
 def test_report_exit_code_on_regression(tmp_path, capsys):
     rdir = tmp_path / "r"
     rdir.mkdir()
-    (rdir / "1.json").write_text(json.dumps(_result("n1", "r1", "2026-12-01T00:00:00Z", 3, 100)))
+    (rdir / "1.json").write_text(json.dumps(one_result("n1", "r1", "2026-12-01T00:00:00Z", 3, 100)))
     db = tmp_path / "h.sqlite"
     assert report.main([str(rdir), "--history", str(db), "--record", "--quiet"]) == 0
-    (rdir / "2.json").write_text(json.dumps(_result("n1", "r1", "2026-12-02T00:00:00Z", 2, 100)))
+    (rdir / "2.json").write_text(json.dumps(one_result("n1", "r1", "2026-12-02T00:00:00Z", 2, 100)))
     assert report.main([str(rdir / "2.json"), "--history", str(db), "--record"]) == 1
     out = capsys.readouterr().out
     assert "REGRESS" in out and "first validated run" in out

@@ -615,39 +615,35 @@ SPEC16 = {
 }
 
 
-def test_installed_unpatched_vllm_refuses_deepseek_eagle3(tmp_path):
-    site = _fake_release_site(tmp_path, allow_deepseek=False, eagle3_iface=False)
+def _refused_at_start(tmp_path: Path, site: Path, spec_config: dict = SPEC16) -> str:
+    """Start the stand-in on the fake release site; it must exit 1 at load. Its log."""
     s = Standin(
         model_path=str(_target(tmp_path)),
         env={"PYTHONPATH": str(site)},
-        spec_config=SPEC16,
+        spec_config=spec_config,
         wait=False,
     ).start()
     try:
         assert s.proc.wait(20) == 1
     finally:
         s.stop()
+    return s.log_text()
+
+
+def test_installed_unpatched_vllm_refuses_deepseek_eagle3(tmp_path):
+    site = _fake_release_site(tmp_path, allow_deepseek=False, eagle3_iface=False)
+    log = _refused_at_start(tmp_path, site)
     assert (
         "ValueError: Eagle3 is only supported for ['llama', 'qwen'] models. Got "
         "self.target_model_config.hf_text_config.model_type='deepseek_v3'"
-    ) in s.log_text()
+    ) in log
 
 
 def test_installed_vllm_without_eagle3_interface_fails_at_load(tmp_path):
     site = _fake_release_site(tmp_path, allow_deepseek=True, eagle3_iface=False)
-    s = Standin(
-        model_path=str(_target(tmp_path)),
-        env={"PYTHONPATH": str(site)},
-        spec_config=SPEC16,
-        wait=False,
-    ).start()
-    try:
-        assert s.proc.wait(20) == 1
-    finally:
-        s.stop()
+    log = _refused_at_start(tmp_path, site)
     assert (
-        "Model does not support EAGLE3 interface but aux_hidden_state_outputs was "
-        "requested" in s.log_text()
+        "Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested" in log
     )
 
 
@@ -676,14 +672,5 @@ def test_the_stand_in_reads_speculative_config_keys_as_the_preflight_does(tmp_pa
         )
     )
     assert "draft_model_config" not in extract_fields(source.read_text())["keys"]
-    s = Standin(
-        model_path=str(_target(tmp_path)),
-        env={"PYTHONPATH": str(site)},
-        spec_config={**SPEC16, "draft_model_config": {}},
-        wait=False,
-    ).start()
-    try:
-        assert s.proc.wait(20) == 1
-    finally:
-        s.stop()
-    assert "draft_model_config\n  Extra inputs are not permitted" in s.log_text()
+    log = _refused_at_start(tmp_path, site, {**SPEC16, "draft_model_config": {}})
+    assert "draft_model_config\n  Extra inputs are not permitted" in log

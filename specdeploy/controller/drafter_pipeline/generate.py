@@ -1,8 +1,12 @@
 """Step 1: responses from the target, through the serving release's OpenAI API.
 
-Each prompt of ``prompts_file`` goes to ``POST {serve_url}/v1/completions`` (the served model,
-``temperature``, ``max_tokens``, ``return_token_ids``: vLLM then returns the prompt's and the
-response's token ids, so extraction sees exactly the tokens the target produced). Responses
+Each line of ``prompts_file`` is ``{"prompt": text}`` (sent to ``POST {serve_url}/v1/completions``)
+or ``{"messages": [...]}`` (sent to ``/v1/chat/completions``: the server applies the served chat
+template, as it does for chat traffic), with the served model, ``temperature``, ``max_tokens``
+and ``return_token_ids``: vLLM then returns the prompt's and the response's token ids, so
+extraction sees exactly the tokens the target read and produced. Train in the format of the
+production traffic: on the GPU proof the same drafter accepted half as often when served
+through a chat template its training data lacked (docs/drafter-gpu.md). Responses
 are written per chunk of ``chunk_size`` prompts (``generate/chunk-NNNNN.jsonl``, atomically);
 a rerun sends only the prompts of missing chunks.
 """
@@ -25,6 +29,7 @@ from specdeploy.controller.drafter_pipeline.workdir import (
     atomic_write_bytes,
     chunk_name,
 )
+from specdeploy.node import jsontext
 
 STEP = "generate"
 SUFFIX = ".jsonl"
@@ -35,23 +40,32 @@ class GenerateError(RuntimeError):
     pass
 
 
-def read_prompts(cfg: Config) -> list[str]:
+Prompt = str | list[dict[str, Any]]  # completion text, or chat messages
+
+
+def read_prompts(cfg: Config) -> list[Prompt]:
     path = Path(cfg.prompts_file)
-    prompts: list[str] = []
+    prompts: list[Prompt] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        objects = jsontext.read_objects(path)
     except FileNotFoundError as exc:
         raise GenerateError(f"prompts_file {path} not found") from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GenerateError(f"{path}:{n}: not JSON: {exc}") from exc
-        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str):
-            raise GenerateError(f'{path}:{n}: expected {{"prompt": "..."}}')
-        prompts.append(obj["prompt"])
+    except ValueError as exc:
+        raise GenerateError(str(exc)) from None
+    for n, obj in objects:
+        messages = obj.get("messages")
+        if isinstance(obj.get("prompt"), str):
+            prompts.append(obj["prompt"])
+        elif (
+            isinstance(messages, list)
+            and messages
+            and all(isinstance(m, dict) and "role" in m for m in messages)
+        ):
+            prompts.append(messages)
+        else:
+            raise GenerateError(
+                f'{path}:{n}: expected {{"prompt": "..."}} or {{"messages": [{{"role": ...}}]}}'
+            )
     if cfg.max_prompts:
         prompts = prompts[: cfg.max_prompts]
     if not prompts:
@@ -59,10 +73,11 @@ def read_prompts(cfg: Config) -> list[str]:
     return prompts
 
 
-def complete(cfg: Config, index: int, prompt: str, timeout: float = 600.0) -> dict[str, Any]:
-    body = {
+def complete(cfg: Config, index: int, prompt: Prompt, timeout: float = 600.0) -> dict[str, Any]:
+    chat = not isinstance(prompt, str)
+    body: dict[str, Any] = {
         "model": cfg.served_model_name,
-        "prompt": prompt,
+        ("messages" if chat else "prompt"): prompt,
         "max_tokens": cfg.max_tokens,
         "temperature": cfg.temperature,
         "return_token_ids": True,
@@ -71,7 +86,7 @@ def complete(cfg: Config, index: int, prompt: str, timeout: float = 600.0) -> di
     key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    url = cfg.serve_url.rstrip("/") + "/v1/completions"
+    url = cfg.serve_url.rstrip("/") + ("/v1/chat/completions" if chat else "/v1/completions")
     last = ""
     for attempt in range(RETRIES):
         req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
@@ -79,15 +94,25 @@ def complete(cfg: Config, index: int, prompt: str, timeout: float = 600.0) -> di
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 obj = json.loads(resp.read())
             choice = obj["choices"][0]
-            return {
+            rec = {
                 "index": index,
-                "prompt": prompt,
-                "text": choice.get("text") or "",
+                "prompt": None if chat else prompt,
+                "text": (choice["message"].get("content") if chat else choice.get("text")) or "",
                 "finish_reason": choice.get("finish_reason"),
                 "prompt_token_ids": choice.get("prompt_token_ids") or obj.get("prompt_token_ids"),
                 "token_ids": choice.get("token_ids"),
                 "usage": obj.get("usage"),
             }
+            if chat:
+                rec["messages"] = prompt
+                if rec["prompt_token_ids"] is None or rec["token_ids"] is None:
+                    # the templated prompt exists only on the server: without its token ids
+                    # extraction could not rebuild what the target read
+                    raise GenerateError(
+                        f"prompt {index}: {url} returned no token ids for a chat prompt "
+                        "(vLLM returns them with return_token_ids from 0.10.2 on)"
+                    )
+            return rec
         except urllib.error.HTTPError as exc:
             last = f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}"
             if exc.code < 500:

@@ -65,6 +65,17 @@ def save_chunk(path: Path, seqs: list[tuple], states: list[Any]) -> int:
     return offsets[-1]
 
 
+def pending_chunks(job: dict[str, Any], tokenizer: Any, new_tokens: int) -> Any:
+    """(chunk, output path, sequences) of each chunk not written yet (a resumed run skips the
+    rest); sequences leave room for ``new_tokens`` generated tokens."""
+    for chunk in job["chunks"]:
+        out_path = Path(chunk["output"])
+        if out_path.is_file():
+            continue
+        recs = [json.loads(x) for x in Path(chunk["input"]).read_text().splitlines() if x]
+        yield chunk, out_path, sequences(recs, tokenizer, job["max_model_len"] - new_tokens)
+
+
 def engine(job: dict[str, Any], speculative_config: dict[str, Any], **extra: Any) -> Any:
     from vllm import LLM
 
@@ -106,14 +117,8 @@ def run_connector(job: dict[str, Any]) -> None:
             "kv_connector_extra_config": {"shared_storage_path": store},
         },
     )
-    tok = llm.get_tokenizer()
     sp = SamplingParams(max_tokens=1, temperature=0.0)
-    for chunk in job["chunks"]:
-        out_path = Path(chunk["output"])
-        if out_path.is_file():
-            continue
-        recs = [json.loads(x) for x in Path(chunk["input"]).read_text().splitlines() if x]
-        seqs = sequences(recs, tok, job["max_model_len"] - 1)
+    for chunk, out_path, seqs in pending_chunks(job, llm.get_tokenizer(), 1):
         outs = llm.generate([{"prompt_token_ids": ids} for _, ids, _ in seqs], sp, use_tqdm=False)
         states = []
         for (_, ids, _), o in zip(seqs, outs, strict=True):
@@ -159,15 +164,9 @@ def run_hook(job: dict[str, Any]) -> None:
         {"method": "eagle3", "model": job["drafter_dir"], "num_speculative_tokens": 1},
         max_num_seqs=1,
     )
-    tok = llm.get_tokenizer()
     sp = SamplingParams(max_tokens=2, temperature=0.0)
     n_layers = len(job["aux_layer_ids"])
-    for chunk in job["chunks"]:
-        out_path = Path(chunk["output"])
-        if out_path.is_file():
-            continue
-        recs = [json.loads(x) for x in Path(chunk["input"]).read_text().splitlines() if x]
-        seqs = sequences(recs, tok, job["max_model_len"] - 2)
+    for chunk, out_path, seqs in pending_chunks(job, llm.get_tokenizer(), 2):
         states = []
         for _, ids, _ in seqs:
             recorded.clear()

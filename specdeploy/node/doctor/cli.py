@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# The command-line options that set the Options field of the same name.
+_SAME_NAMED_OPTIONS = (
+    "expected_gpus", "expected_model", "expected_compute_cap", "vllm_version", "min_driver",
+    "max_idle_memory_mib", "kernel_log", "root", "verify_checksums", "min_shm_gb", "shm_path",
+    "require_p2p", "nccl_p2p", "attention_backend", "nvidia_smi"
+)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -105,24 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return 0 if exit_.code == 0 else 2
     options = Options(
-        expected_gpus=args.expected_gpus,
-        expected_model=args.expected_model,
-        expected_compute_cap=args.expected_compute_cap,
-        vllm_version=args.vllm_version,
-        min_driver=args.min_driver,
         service_users=tuple(args.service_user) or ("vllm",),
-        max_idle_memory_mib=args.max_idle_memory_mib,
-        kernel_log=args.kernel_log,
-        root=args.root,
         free_disk=tuple(args.free_disk),
         model_dirs=tuple(args.model_dir),
-        verify_checksums=args.verify_checksums,
-        min_shm_gb=args.min_shm_gb,
-        shm_path=args.shm_path,
-        require_p2p=args.require_p2p,
-        nccl_p2p=args.nccl_p2p,
-        attention_backend=args.attention_backend,
-        nvidia_smi=args.nvidia_smi,
+        **{name: getattr(args, name) for name in _SAME_NAMED_OPTIONS},
     )
     try:
         for text in (options.min_driver, options.vllm_version):

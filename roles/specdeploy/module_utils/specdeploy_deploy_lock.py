@@ -1,0 +1,1 @@
+../../../specdeploy/node/deploy_lock.py
