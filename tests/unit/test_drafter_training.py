@@ -110,6 +110,12 @@ def prepare(root: Path) -> Path:
     return cfg_path
 
 
+# One BLAS/OpenMP thread, fixed: byte-identical weights need the same reduction order in both
+# runs, and MKL's default dynamic threading picks fewer threads on a loaded machine (CI runs
+# four test sessions on two cores; a resumed drafter once differed there).
+DETERMINISTIC_ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MKL_DYNAMIC="FALSE")
+
+
 def pipeline_cmd(cfg: Path) -> list[str]:
     return [
         sys.executable,
@@ -124,7 +130,9 @@ def pipeline_cmd(cfg: Path) -> list[str]:
 def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     cfg_a, cfg_b = prepare(a), prepare(b)
-    whole = subprocess.run(pipeline_cmd(cfg_b), cwd=REPO, capture_output=True, text=True)
+    whole = subprocess.run(
+        pipeline_cmd(cfg_b), cwd=REPO, capture_output=True, text=True, env=DETERMINISTIC_ENV
+    )
     assert whole.returncode == 0, whole.stdout + whole.stderr
 
     # its own process group: the kill below takes the worker with it, as a crash or an
@@ -132,6 +140,7 @@ def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) ->
     proc = subprocess.Popen(
         pipeline_cmd(cfg_a),
         cwd=REPO,
+        env=DETERMINISTIC_ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -147,7 +156,9 @@ def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) ->
     done_before = worker_log.count("CHUNK ")
     assert not StepState(a / "work", "train").done
 
-    resumed = subprocess.run(pipeline_cmd(cfg_a), cwd=REPO, capture_output=True, text=True)
+    resumed = subprocess.run(
+        pipeline_cmd(cfg_a), cwd=REPO, capture_output=True, text=True, env=DETERMINISTIC_ENV
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     log = (a / "work" / "train" / "worker.log").read_text()
     assert "resumed at epoch 0 step" in log
