@@ -101,15 +101,16 @@ def group_entry(name: str) -> dict:
         return {"exists": False}
 
 
+# Read-only: check mode runs it as it is.
+ARGUMENT_SPEC = {
+    "packages": {"type": "list", "elements": "str", "required": True},
+    "user": {"type": "str", "required": True},
+    "group": {"type": "str", "required": True},
+}
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "packages": {"type": "list", "elements": "str", "required": True},
-            "user": {"type": "str", "required": True},
-            "group": {"type": "str", "required": True},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     module.exit_json(
         changed=False,
