@@ -93,11 +93,13 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def build_tokenizer(out: str, max_bytes: int = 12_000_000) -> int:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
+def stdlib_sources(max_bytes: int, half: int | None = None) -> list[str]:
+    """The Python standard library's sources, in path order, until max_bytes characters;
+    half 0 or 1: every other file only (two disjoint halves)."""
     std = sysconfig.get_paths()["stdlib"]
     files = sorted(glob.glob(os.path.join(std, "**", "*.py"), recursive=True))
+    if half is not None:
+        files = files[half::2]
     texts, total = [], 0
     for f in files:
         try:
@@ -109,6 +111,13 @@ def build_tokenizer(out: str, max_bytes: int = 12_000_000) -> int:
         total += len(t)
         if total > max_bytes:
             break
+    return texts
+
+
+def build_tokenizer(out: str, max_bytes: int = 12_000_000) -> int:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    texts = stdlib_sources(max_bytes)
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

@@ -183,28 +183,13 @@ def start_unit(unit: str, run_dir: Path, cache_tag: str) -> tuple[subprocess.Pop
             env[var] = env[var].replace(f"/cache/{unit}", f"/cache/{unit}-{cache_tag}")
             os.makedirs(env[var], exist_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    logf = run_dir / "engine.log"
-    p = subprocess.Popen(
-        c["argv"],
-        stdout=logf.open("w"),
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd="/tmp",
-        start_new_session=True,
-    )
+    p = driver.spawn_server(c["argv"], env, run_dir / "engine.log")
     return p, c, env
 
 
 def wait_ready(p: subprocess.Popen, base: str, budget: float) -> float | None:
-    t = time.monotonic()
-    while time.monotonic() - t < budget and p.poll() is None:
-        try:
-            if driver.http(base, "GET", "/health", timeout=2)[0] == 200:
-                return round(time.monotonic() - t, 1)
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    return None
+    ready = driver.wait_healthy(p, base, budget, every_s=0.5)
+    return None if ready is None else round(ready, 1)
 
 
 def stage_pipeline(out: Path, which: str) -> dict:

@@ -295,6 +295,33 @@ def clear_cache(env: dict, scratch: str) -> list[str]:
     return cleared
 
 
+def spawn_server(argv: list[str], env: dict, log_path: Path) -> subprocess.Popen:
+    """Start a server process in its own session (stop() takes its group), output to log_path."""
+    return subprocess.Popen(
+        argv,
+        stdout=open(log_path, "w"),  # the child keeps it open
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd="/tmp",
+        start_new_session=True,
+    )
+
+
+def wait_healthy(
+    p: subprocess.Popen, base: str, budget: float, every_s: float = 0.25
+) -> float | None:
+    """Seconds from now until GET /health answers 200; None if p exits or budget runs out."""
+    t0 = time.monotonic()
+    while p.poll() is None and time.monotonic() - t0 < budget:
+        try:
+            if http(base, "GET", "/health", timeout=2)[0] == 200:
+                return time.monotonic() - t0
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(every_s)
+    return None
+
+
 def stop(p: subprocess.Popen, timeout: float) -> dict:
     t = time.monotonic()
     with contextlib.suppress(ProcessLookupError):
@@ -357,27 +384,14 @@ def run_one(tag: str, unit_name: str, clear: bool, a: argparse.Namespace, state:
     logf = Log(rd / "engine.log")
     log(f"[{tag}] start: {' '.join(argv)[:400]}")
     t_start = time.monotonic()
-    p = subprocess.Popen(
-        argv,
-        stdout=open(logf.path, "w"),  # noqa: SIM115 (the child keeps it)
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd="/tmp",
-        start_new_session=True,
-    )
+    p = spawn_server(argv, env, logf.path)
     # readiness: our own fine-grained /health poll for the start-up time, and the toolkit's
     # smoke check (--wait-ready) as the gate
     ready_at: list[float] = []
 
     def poll() -> None:
-        while p.poll() is None and time.monotonic() - t_start < a.start_timeout_s:
-            try:
-                if http(base, "GET", "/health", timeout=2)[0] == 200:
-                    ready_at.append(time.monotonic() - t_start)
-                    return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.25)
+        if wait_healthy(p, base, a.start_timeout_s - (time.monotonic() - t_start)) is not None:
+            ready_at.append(time.monotonic() - t_start)
 
     th = threading.Thread(target=poll, daemon=True)
     th.start()

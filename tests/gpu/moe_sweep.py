@@ -109,12 +109,7 @@ def read_ahead(files: list[str]) -> dict:
     for th in ths:
         th.join()
     t_advise = time.monotonic() - t
-    total = 0
-    buf = bytearray(16 << 20)
-    for f in files:
-        with open(f, "rb", buffering=0) as fh:
-            while n := fh.readinto(buf):
-                total += n
+    total = read_through(files)
     t_all = time.monotonic() - t
     return {
         "files": len(files),
@@ -126,16 +121,22 @@ def read_ahead(files: list[str]) -> dict:
     }
 
 
-def cold_read(files: list[str]) -> dict:
-    """Plain sequential read after a drop: the disk's own speed, for the extrapolation."""
-    drop = drop_page_cache()
-    t = time.monotonic()
+def read_through(files: list[str]) -> int:
+    """Read every byte of files (into the page cache, or to time the disk); bytes read."""
     total = 0
     buf = bytearray(16 << 20)
     for f in files:
         with open(f, "rb", buffering=0) as fh:
             while n := fh.readinto(buf):
                 total += n
+    return total
+
+
+def cold_read(files: list[str]) -> dict:
+    """Plain sequential read after a drop: the disk's own speed, for the extrapolation."""
+    drop = drop_page_cache()
+    t = time.monotonic()
+    total = read_through(files)
     s = time.monotonic() - t
     return {"drop": drop, "bytes": total, "s": round(s, 2), "gb_per_s": round(total / s / 1e9, 2)}
 
@@ -257,23 +258,10 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
     logf = driver.Log(rd / "engine.log")
     log(f"[{tag}] start: {' '.join(argv)[:300]}")
     t_start = time.monotonic()
-    p = subprocess.Popen(
-        argv,
-        stdout=open(logf.path, "w"),  # noqa: SIM115 (the child keeps it)
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd="/tmp",
-        start_new_session=True,
-    )
-    ready = None
-    while p.poll() is None and time.monotonic() - t_start < a.start_timeout_s:
-        try:
-            if driver.http(base, "GET", "/health", timeout=2)[0] == 200:
-                ready = time.monotonic() - t_start
-                break
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
+    p = driver.spawn_server(argv, env, logf.path)
+    ready = driver.wait_healthy(p, base, a.start_timeout_s, every_s=0.2)
+    if ready is not None:
+        ready = time.monotonic() - t_start  # from before the spawn, as the driver counts
     r["ready"] = ready is not None
     r["server_start_s"] = round(ready, 2) if ready is not None else None
     log(f"[{tag}] ready={r['ready']} start={r['server_start_s']}s rc={p.poll()}")

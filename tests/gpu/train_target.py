@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import json
 import math
-import os
 import shutil
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
@@ -37,21 +34,7 @@ import build_models
 
 
 def corpus(half: int, max_bytes: int = 24_000_000) -> str:
-    std = sysconfig.get_paths()["stdlib"]
-    files = sorted(glob.glob(os.path.join(std, "**", "*.py"), recursive=True))
-    files = files[half::2]  # two disjoint halves
-    out, total = [], 0
-    for f in files:
-        try:
-            with open(f, encoding="utf-8", errors="ignore") as fh:
-                t = fh.read()
-        except OSError:
-            continue
-        out.append(t)
-        total += len(t)
-        if total > max_bytes:
-            break
-    return "\n\n".join(out)
+    return "\n\n".join(build_models.stdlib_sources(max_bytes, half))
 
 
 def main() -> int:
