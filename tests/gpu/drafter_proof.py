@@ -378,12 +378,11 @@ def serve_one(tag: str, drafter: Path, aux: list[int], out: Path, gates: Path) -
             return r
         off = logf.size()
         r["acceptance"] = driver.check_cli(
-            [
-                "acceptance",
-                "--base-url",
+            driver.acceptance_argv(
                 base,
-                "--served-model-name",
                 "tiny-dsv3",
+                24,
+                90,
                 "--prompts",
                 str(W / "eval-prompts.jsonl"),
                 # the targets are raw-text language models and the drafters were trained on
@@ -391,17 +390,9 @@ def serve_one(tag: str, drafter: Path, aux: list[int], out: Path, gates: Path) -
                 # (PROOF_ENDPOINT=chat repeats the first run, which had it)
                 "--endpoint",
                 os.environ.get("PROOF_ENDPOINT", "completions"),
-                "--warmup",
-                "0",
-                "--max-requests",
-                "24",
-                "--time-budget",
-                "90",
-                "--max-tokens",
-                "128",
                 "--gates",
                 str(gates),
-            ],
+            ),
             run_dir / "acceptance.json",
             150,
             dict(os.environ, PYTHONPATH=str(CODE)),

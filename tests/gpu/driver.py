@@ -261,6 +261,29 @@ def load_prompts() -> list[str]:
     return out
 
 
+def acceptance_argv(
+    base: str, name: str, max_requests: int, time_budget_s: int, *extra: str
+) -> list[str]:
+    """`specdeploy.node.check acceptance` as every GPU-tier run calls it: no warm-up, 128 tokens
+    a request; extra flags after."""
+    return [
+        "acceptance",
+        "--base-url",
+        base,
+        "--served-model-name",
+        name,
+        "--warmup",
+        "0",
+        "--max-requests",
+        str(max_requests),
+        "--time-budget",
+        str(time_budget_s),
+        "--max-tokens",
+        "128",
+        *extra,
+    ]
+
+
 def check_cli(args: list[str], out_json: Path, timeout: float, env: dict) -> dict:
     cmd = [sys.executable, "-m", "specdeploy.node.check", *args, "--json", "--out", str(out_json)]
     t = time.monotonic()
@@ -439,21 +462,7 @@ def run_one(tag: str, unit_name: str, clear: bool, a: argparse.Namespace, state:
                 off0 = logf.size()
                 r["pre_flush_seen"] = logf.wait_spec_line(off0, 12)
             off = logf.size()
-            acc_args = [
-                "acceptance",
-                "--base-url",
-                base,
-                "--served-model-name",
-                name,
-                "--warmup",
-                "0",
-                "--max-requests",
-                "20",
-                "--time-budget",
-                "90",
-                "--max-tokens",
-                "128",
-            ]
+            acc_args = acceptance_argv(base, name, 20, 90)
             if not spec:
                 acc_args.append("--no-spec-baseline")
             elif state.get("baseline_file"):

@@ -278,21 +278,7 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
             r["sweep"] = sweep(base, name, a, state, rd)
             if expect.get("spec"):
                 r["acceptance_check"] = driver.check_cli(
-                    [
-                        "acceptance",
-                        "--base-url",
-                        base,
-                        "--served-model-name",
-                        name,
-                        "--warmup",
-                        "0",
-                        "--max-requests",
-                        "12",
-                        "--time-budget",
-                        "30",
-                        "--max-tokens",
-                        "128",
-                    ],
+                    driver.acceptance_argv(base, name, 12, 30),
                     rd / "acceptance.json",
                     90,
                     chk_env,
