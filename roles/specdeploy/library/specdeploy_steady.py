@@ -1,0 +1,94 @@
+#!/usr/bin/python
+"""Ansible module: check, read-only and in one round trip, that a node serves the planned
+release exactly as a deploy would leave it (a no-op deploy's fast path).
+
+The logic is specdeploy/node/steady.py (stdlib only; it reaches the module as the module_utils
+file roles/specdeploy/module_utils/specdeploy_steady.py, a link to it: one copy). The files to
+compare are rendered on the controller from the roles' own templates and passed as content;
+the secrets files come in their own option, hidden from the output (no_log).
+"""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.specdeploy_steady import check
+
+DOCUMENTATION = r"""
+module: specdeploy_steady
+short_description: Check that a node serves the planned release unchanged (read-only)
+options:
+  root: {description: "The release root.", type: path, required: true}
+  release_id: {description: "The planned release.", type: str, required: true}
+  service: {description: "The systemd service's name, without .service.", type: str, required: true}
+  files:
+    description: The files the deploy renders, with the content it renders now.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {description: Absolute path., type: path, required: true}
+      content: {description: The file's whole content., type: str, required: true}
+      owner: {description: User name., type: str, default: root}
+      group: {description: Group name., type: str, default: root}
+      mode: {description: Octal mode as a string, e.g. "0644"., type: str, required: true}
+  secret_files:
+    description: Like files, for files that hold secrets (their content is never shown).
+    type: list
+    elements: dict
+    default: []
+  present: {description: "Paths that must exist.", type: list, elements: path, default: []}
+  keep_releases: {description: "The prune's keep; a release it would remove is drift.", type: int, default: 3}
+  smoke_argv: {description: "The readiness smoke check's command line (none: not run).", type: list, elements: str}
+  smoke_environment: {description: "Its environment.", type: dict, default: {}}
+  smoke_timeout_s: {description: "Its wall-time limit.", type: float, default: 60}
+"""
+
+RETURN = r"""
+steady: {description: "The node serves the release unchanged.", type: bool, returned: always}
+drifts: {description: "What differs (empty when steady).", type: list, returned: always}
+smoke: {description: "The smoke check's result (null when not run).", type: dict, returned: always}
+"""
+
+FILE_OPTIONS = {
+    "path": {"type": "path", "required": True},
+    "content": {"type": "str", "required": True},
+    "owner": {"type": "str", "default": "root"},
+    "group": {"type": "str", "default": "root"},
+    "mode": {"type": "str", "required": True},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "required": True},
+            "release_id": {"type": "str", "required": True},
+            "service": {"type": "str", "required": True},
+            "files": {"type": "list", "elements": "dict", "default": [], "options": FILE_OPTIONS},
+            "secret_files": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": FILE_OPTIONS,
+                "no_log": True,
+            },
+            "present": {"type": "list", "elements": "path", "default": []},
+            "keep_releases": {"type": "int", "default": 3},
+            "smoke_argv": {"type": "list", "elements": "str"},
+            "smoke_environment": {"type": "dict", "default": {}},
+            "smoke_timeout_s": {"type": "float", "default": 60.0},
+        },
+        supports_check_mode=True,
+    )
+    spec = dict(module.params)
+    spec["files"] = spec["files"] + spec.pop("secret_files")
+    try:
+        # Read-only in every mode; check mode only leaves the smoke check out, as the walk does.
+        result = check(spec, run_smoke=not module.check_mode)
+    except (OSError, ValueError, KeyError) as error:
+        module.fail_json(msg=f"{type(error).__name__}: {error}")
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+../../../specdeploy/node/steady.py
