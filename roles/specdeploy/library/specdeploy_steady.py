@@ -36,9 +36,21 @@ options:
     type: list
     elements: dict
     default: []
+    suboptions:
+      path: {description: Absolute path., type: path, required: true}
+      content: {description: The file's whole content (no_log)., type: str, required: true}
+      owner: {description: User name., type: str, default: root}
+      group: {description: Group name., type: str, default: root}
+      mode: {description: Octal mode as a string, e.g. "0600"., type: str, required: true}
   present: {description: "Paths that must exist.", type: list, elements: path, default: []}
-  keep_releases: {description: "The prune's keep; a release it would remove is drift.", type: int, default: 3}
-  smoke_argv: {description: "The readiness smoke check's command line (none: not run).", type: list, elements: str}
+  keep_releases:
+    description: The prune's keep; a release it would remove is drift.
+    type: int
+    default: 3
+  smoke_argv:
+    description: The readiness smoke check's command line (none, not run).
+    type: list
+    elements: str
   smoke_environment: {description: "Its environment.", type: dict, default: {}}
   smoke_timeout_s: {description: "Its wall-time limit.", type: float, default: 60}
 """
@@ -69,8 +81,8 @@ def main() -> None:
                 "type": "list",
                 "elements": "dict",
                 "default": [],
-                "options": FILE_OPTIONS,
-                "no_log": True,
+                # Only the content is secret (the paths name the drift).
+                "options": {**FILE_OPTIONS, "content": {**FILE_OPTIONS["content"], "no_log": True}},
             },
             "present": {"type": "list", "elements": "path", "default": []},
             "keep_releases": {"type": "int", "default": 3},
