@@ -263,14 +263,16 @@ def test_a_second_deploy_changes_nothing_and_records_nothing(env):
     before = env.manifest()["last_validation"]
     proc = env.deploy(env.spec_extra)
     # Nothing restarted and the release passed its last validation with the same gates: the
-    # readiness smoke check runs, the acceptance run does not (make validate re-measures).
-    assert "vllm_service : Wait for readiness" in proc.stdout
+    # steady-node check runs the readiness smoke check, the acceptance run does not run (make
+    # validate re-measures), and the node does not walk the rollout.
+    assert "vllm_service : Check in one round trip that the node serves release" in proc.stdout
+    assert "vllm_service : Wait for readiness" not in proc.stdout
     assert "validation : Run the smoke and acceptance checks" not in proc.stdout
     assert f"passed its last validation ({before['at']}" in proc.stdout
-    changed = changed_tasks(proc.stdout, env.host)
-    # The deploy lock is taken and given back on every run (the deploy's own business);
-    # nothing else may change, and the validation records nothing on a no-op.
-    assert [t for t in changed if "deploy lock" not in t] == [], changed
+    assert "the readiness smoke check passed just now" in proc.stdout
+    # Nothing changes, not even the deploy lock (the steady check only reads it), and the
+    # validation records nothing on a no-op.
+    assert changed_tasks(proc.stdout, env.host) == []
     assert env.manifest()["last_validation"] == before
 
 

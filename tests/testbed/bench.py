@@ -50,6 +50,10 @@ ALL_AT_ONCE = {"specdeploy_rollout_stages": ["100%"]}
 # profile_tasks lines: "role : task name ---- 1.23s"
 TASK_TIME = re.compile(r"^(?P<name>.+?) -+ (?P<seconds>[\d.]+)s$", re.M)
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", re.M)
+# ok, failed and skipped of one host in the PLAY RECAP: the host-tasks it ran
+HOST_TASKS = re.compile(
+    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=\d+\s+unreachable=\d+\s+failed=(\d+)\s+skipped=(\d+)", re.M
+)
 
 
 NOTES_MARKER = "<!-- written by hand below this line; make bench keeps it -->"
@@ -103,6 +107,17 @@ def changed(output: str) -> int:
     return sum(int(m[1]) for m in RECAP.findall(output))
 
 
+def host_tasks_per_node(output: str) -> float:
+    """Host-tasks (ok + failed + skipped) per node of the run, from the PLAY RECAP (the
+    controller's own localhost plays left out): what the controller pays per node."""
+    counts = [
+        int(m[2]) + int(m[3]) + int(m[4])
+        for m in HOST_TASKS.finditer(output)
+        if m[1] != "localhost"
+    ]
+    return sum(counts) / len(counts) if counts else 0.0
+
+
 def role_seconds(output: str) -> dict[str, float]:
     """Seconds per role (or play-level task) from the profile_tasks recap."""
     recap = output.split("TASKS RECAP", 1)[-1]
@@ -145,6 +160,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
     cpu: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     starts: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     profile: dict[str, list[float]] = defaultdict(list)
+    noop_tasks: list[float] = []
     speed_steps: dict[str, list[float]] = defaultdict(list)
     load_at_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     for repeat in range(first_repeats):
@@ -182,6 +198,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
                 cpu["no-op re-deploy"].append(CONTROLLER_CPU[-1])
                 for role, value in role_seconds(out).items():
                     profile[role].append(value)
+                noop_tasks.append(host_tasks_per_node(out))
                 seconds, _ = playbook(
                     inventory, "playbooks/rollback.yml", None, logs / f"rollback-{index}.log"
                 )
@@ -202,6 +219,7 @@ def bench_nodes(count: int, first_repeats: int, repeats: int) -> dict:
         "server_start": {op: median_spread(v) for op, v in starts.items() if v},
         "controller_cpu": {op: median_spread(v) for op, v in cpu.items() if v},
         "speed_steps": {step: median_spread(v) for step, v in speed_steps.items() if v},
+        "noop_host_tasks": round(statistics.median(noop_tasks), 1) if noop_tasks else None,
         "noop_profile": {
             role: round(statistics.median(v), 1)
             for role, v in sorted(profile.items(), key=lambda kv: -statistics.median(kv[1]))
@@ -309,13 +327,17 @@ def render(results: list[dict], host: dict[str, str], started: str) -> str:
         )
     lines += [
         "",
-        "Where a no-op re-deploy spends its time (median seconds per role, profile_tasks):",
+        "Where a no-op re-deploy spends its time (host-tasks per node from the PLAY RECAP; "
+        "median seconds per role, profile_tasks):",
         "",
     ]
     for result in results:
         top = list(result["noop_profile"].items())[:8]
+        tasks = result.get("noop_host_tasks")
         lines.append(
-            f"- {result['nodes']} node(s): " + ", ".join(f"{role} {s} s" for role, s in top)
+            f"- {result['nodes']} node(s): "
+            + (f"{tasks:g} host-tasks per node; " if tasks else "")
+            + ", ".join(f"{role} {s} s" for role, s in top)
         )
     return "\n".join(lines) + "\n"
 

@@ -27,6 +27,17 @@ def test_role_seconds_adds_up_each_role_from_the_profile_tasks_recap():
     assert bench.changed(RECAP) == 0
 
 
+def test_host_tasks_per_node_counts_ok_failed_and_skipped_of_the_nodes_only():
+    recap = RECAP.replace(
+        "\nTASKS RECAP",
+        "sandbox-node2              : ok=90   changed=1    unreachable=0    failed=1    skipped=30"
+        "   rescued=0    ignored=0\n"
+        "localhost                  : ok=2    changed=0    unreachable=0    failed=0    skipped=1"
+        "\n\nTASKS RECAP",
+    )
+    assert bench.host_tasks_per_node(recap) == (93 + 38 + 90 + 1 + 30) / 2
+
+
 def test_the_table_gives_medians_spread_and_the_ratio_to_one_node():
     one = {
         "nodes": 1,
@@ -38,12 +49,14 @@ def test_the_table_gives_medians_spread_and_the_ratio_to_one_node():
         "nodes": 4,
         "times": {"no-op re-deploy": bench.median_spread([30.0, 33.0, 31.0])},
         "server_start": {},
+        "noop_host_tasks": 62.0,
         "noop_profile": {"gpu_node": 12.0},
     }
     text = bench.render([one, four], bench.machine(), "2026-12-02 23:00 UTC")
     assert "| 1 | no-op re-deploy | 22.0 s (20.0-30.0, n=3) | - |" in text
     assert "| 4 | no-op re-deploy | 31.0 s (30.0-33.0, n=3) | 1.41 |" in text
-    assert "- 4 node(s): gpu_node 12.0 s" in text
+    assert "- 4 node(s): 62 host-tasks per node; gpu_node 12.0 s" in text
+    assert "- 1 node(s): gpu_node 9.0 s" in text
 
 
 def test_a_new_table_keeps_the_hand_written_notes_below_the_marker():
