@@ -183,6 +183,33 @@ def test_check_diff_shows_a_changed_input_and_changes_nothing(first, play, node)
     assert node.service("MainPID", "ActiveEnterTimestamp") == before
 
 
+def test_a_hand_edited_unit_on_a_serving_node_is_put_back_and_restarted(first, play, node):
+    """The steady-node check finds the drift and the node takes the normal path (issue 20)."""
+    release = node.current_release()
+    node.sh(
+        f"echo '# hand edit' | sudo -n tee -a {UNIT} >/dev/null && sudo -n systemctl daemon-reload"
+    )
+    before = node.service("MainPID")
+    listing = node.listing()
+    check = play("deploy.yml", "--check", "--diff", extra=INPUTS)
+    assert check.returncode == 0, check.tail()
+    assert check.recap(play.host)["changed"] > 0 and check.recap(play.host)["failed"] == 0
+    assert_unchanged(listing, node.listing())
+    assert "# hand edit" in node.sh(f"cat {UNIT}") and node.service("MainPID") == before
+
+    run = play(extra=INPUTS)
+    assert run.returncode == 0, run.tail()
+    assert f"{UNIT}: content differs from what the deploy renders now" in run.stdout
+    assert "goes through the normal rollout" in run.stdout
+    assert "# hand edit" not in node.sh(f"cat {UNIT}")
+    assert node.sh(f"cat {UNIT}") == node.sh(f"cat {ROOT}/releases/{release}/config/vllm.service")
+    assert node.service("MainPID") != before  # restarted with the unit the release carries
+    assert node.current_release() == release
+    again = play(extra=INPUTS)
+    assert again.returncode == 0 and again.recap(play.host)["changed"] == 0, again.tail()
+    assert "goes through the normal rollout" not in again.stdout
+
+
 def plan_shown(run, host: str) -> list[str]:
     """The plan shown for a node (playbooks/plan.yml: `make plan` and the deploy's first play)."""
     task = run.stdout.index("TASK [Show the plan for this node]")

@@ -265,7 +265,8 @@ def test_a_second_deploy_changes_nothing_and_records_nothing(env):
     # Nothing restarted and the release passed its last validation with the same gates: the
     # steady-node check runs the readiness smoke check, the acceptance run does not run (make
     # validate re-measures), and the node does not walk the rollout.
-    assert "vllm_service : Check in one round trip that the node serves release" in proc.stdout
+    steady_check = "vllm_service : Check in one read-only round trip that the node serves unchanged"
+    assert steady_check in proc.stdout
     assert "vllm_service : Wait for readiness" not in proc.stdout
     assert "validation : Run the smoke and acceptance checks" not in proc.stdout
     assert f"passed its last validation ({before['at']}" in proc.stdout
