@@ -580,3 +580,7 @@ def _downtime(text: str, db: str | None) -> int:
             return cli.usage_error("spec-history", f"--db {exc}")
     print(json.dumps({"lines": lines, "recorded": recorded, "db": db}))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,6 +5,8 @@ the lines a deploy ends with."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -92,3 +94,15 @@ def test_the_lines_a_deploy_ends_with(capsys):
         "n3: no restart, no downtime (release r1)",
         "n4: restarted (deploy of r1); the engine log did not say ready",
     ]
+
+
+def test_the_module_runs_as_the_playbook_calls_it(tmp_path):
+    """playbooks/downtime.yml runs `python -m specdeploy.controller.history downtime`."""
+    db = tmp_path / "h.sqlite"
+    run = subprocess.run(
+        [sys.executable, "-m", "specdeploy.controller.history", "downtime", "--db", str(db),
+         "--json", json.dumps([_start("n1", "t")])],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["recorded"] == 1 and db.exists()
