@@ -26,7 +26,8 @@ window (the old server's stop to the new one's readiness, from the engine log) w
 (weights, compilation, graph capture), and the throughput and speed-up of the validation that
 followed it, when one ran::
 
-    python -m specdeploy.controller.history record-starts --db DB --json '[{...}, ...]'
+    python -m specdeploy.controller.history downtime --json '[{...}, ...]' [--db DB]
+        # {"lines": [one line per node, what a deploy prints last], "recorded": N}
     python -m specdeploy.controller.history starts --db DB [--node NODE] [--latest]  # JSON lines
 """
 
@@ -428,6 +429,26 @@ def record_starts(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> in
     return len(rows)
 
 
+def downtime_line(entry: dict[str, Any]) -> str:
+    """What the operator reads last after a deploy or rollback, for one node's start: its
+    downtime window and parts, and the validated throughput and speed-up when measured."""
+    v = start_values(entry)
+    node, release, action = v["node"], v["release"], v["action"]
+    if not v["restarted"]:
+        return f"{node}: no restart, no downtime (release {release})"
+    if v["window_s"] is None:
+        return f"{node}: restarted ({action} of {release}); the engine log did not say ready"
+    window = entry.get("window") or {}
+    parts = ", ".join(f"{phase} {seconds} s" for phase, seconds in window["parts"].items())
+    figures = ""
+    if v["output_tps"] is not None:
+        figures = f"; validated: {entry['output_tps']} tok/s"
+        if v["speed_up"] is not None:
+            figures += f", speed-up {entry['speed_up']}x"
+    head = f"{node}: downtime window {window['window_s']} s ({action} of {release}; {parts})"
+    return head + figures
+
+
 def starts(
     conn: sqlite3.Connection, node: str | None = None, *, latest: bool = False
 ) -> list[dict[str, Any]]:
@@ -469,16 +490,19 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--db", required=True)
     r.add_argument("--node")
     r.add_argument("--release")
-    rs = sub.add_parser("record-starts", help="store a deploy's or rollback's starts")
-    rs.add_argument("--db", required=True)
-    rs.add_argument("--json", required=True, help="a JSON list of starts (node, release, ...)")
+    dt = sub.add_parser(
+        "downtime",
+        help="one line per node on a deploy's or rollback's starts; --db records the restarts",
+    )
+    dt.add_argument("--json", required=True, help="a JSON list of starts (node, release, ...)")
+    dt.add_argument("--db", help="record the starts that restarted a server here")
     st = sub.add_parser("starts", help="recorded starts and their downtime, one JSON a line")
     st.add_argument("--db", required=True)
     st.add_argument("--node")
     st.add_argument("--latest", action="store_true", help="only each node's newest start")
     args = p.parse_args(argv)
-    if args.cmd == "record-starts":
-        return _record_starts(args.db, args.json)
+    if args.cmd == "downtime":
+        return _downtime(args.json, args.db)
     if not Path(args.db).exists():
         if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
@@ -533,30 +557,29 @@ def main(argv: list[str] | None = None) -> int:
         conn.close()
 
 
-def _record_starts(db: str, text: str) -> int:
-    """record-starts: every entry is checked before the history is touched (exit 2 on bad
-    input, naming what is wrong)."""
+def _downtime(text: str, db: str | None) -> int:
+    """downtime: {"lines": [...], "recorded": N}; every entry is checked first (exit 2 on bad
+    input, nothing recorded)."""
     try:
         entries = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return cli.usage_error("spec-history", f"--json is not JSON: {exc}")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        return cli.usage_error("spec-history", "--json must be a list of objects")
-    try:
-        for entry in entries:
-            start_values(entry)
-        conn = connect(db)
-    except ValueError as exc:
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError("must be a list of objects")
+        lines = [downtime_line(e) for e in entries]
+    except (json.JSONDecodeError, ValueError) as exc:
         return cli.usage_error("spec-history", f"--json: {exc}")
-    except HistoryError as exc:
-        return cli.usage_error("spec-history", f"--db {exc}")
-    try:
-        print(json.dumps({"recorded": record_starts(conn, entries), "db": db}))
-        return 0
-    except HistoryError as exc:
-        return cli.usage_error("spec-history", f"--db {exc}")
-    finally:
-        conn.close()
+    restarts = [e for e in entries if start_values(e)["restarted"]]
+    recorded = 0
+    if db and restarts:
+        try:
+            conn = connect(db)
+            try:
+                recorded = record_starts(conn, restarts)
+            finally:
+                conn.close()
+        except HistoryError as exc:
+            return cli.usage_error("spec-history", f"--db {exc}")
+    print(json.dumps({"lines": lines, "recorded": recorded, "db": db}))
+    return 0
 
 
 if __name__ == "__main__":

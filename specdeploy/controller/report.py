@@ -44,6 +44,7 @@ from specdeploy.node.textfile import (
 )
 
 SCHEMA_PREFIX = "specdeploy.validation/"
+STARTS_SHOWN = 50  # the report's restarts table: the newest ones
 
 
 def load_results(paths: list[str]) -> list[dict[str, Any]]:
@@ -520,6 +521,17 @@ on the node); red crosses: failed. Colour: release; grey lines join a node's run
 <td>{{ v.outcome|upper }}</td><td>{{ f(v.mal) }}</td><td>{{ f(v.tps, '.1f') }}</td>
 <td>{{ f(v.speed_up) }}</td><td>{{ v.reasons|join('; ') }}</td></tr>
 {% endfor %}</table></section>{% endif %}
+{% if starts %}<section id="starts"><h2>Restarts and downtime</h2>
+<p>Each server start a deploy or rollback made (newest first): the downtime window from the old
+server's stop to the new one's readiness, its parts from the engine log, and the validation that
+followed it.</p>
+<table id="downtime"><tr><th>time</th><th>node</th><th>action</th><th>release</th>
+<th>downtime window s</th><th>parts (s)</th><th>validated output tok/s</th><th>speed-up</th></tr>
+{% for s in starts %}<tr><td>{{ s.at }}</td><td>{{ s.node }}</td><td>{{ s.action }}</td>
+<td>{{ s.release }}</td><td>{{ f(s.window_s, '.1f') }}</td>
+<td>{{ s.parts_text }}</td>
+<td>{{ f(s.output_tps, '.1f') }}</td><td>{{ f(s.speed_up) }}</td></tr>
+{% endfor %}</table></section>{% endif %}
 <h2>Checks</h2>
 {% for r in details %}<h3>{{ r.node }} / {{ r.release }} ({{ r.started_at }})</h3>
 <table><tr><th>status</th><th>check</th><th>value</th><th>threshold</th><th>message</th></tr>
@@ -533,6 +545,19 @@ on the node); red crosses: failed. Colour: release; grey lines join a node's run
 """
 
 
+def start_views(starts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The restarts table: history.starts rows that restarted a server, newest first."""
+    shown = [row for row in reversed(starts) if row["restarted"]][:STARTS_SHOWN]
+    return [
+        {
+            **row,
+            "parts_text": ", ".join(f"{phase} {sec}" for phase, sec in row["parts"].items())
+            or "the engine log did not say ready",
+        }
+        for row in shown
+    ]
+
+
 def _spread_x(su: Any) -> str:
     if not isinstance(su, dict) or su.get("median") is None:
         return "-"
@@ -544,9 +569,11 @@ def render_html(
     hist: list[dict[str, Any]] | None = None,
     regress: dict[int, list[history.Regression]] | None = None,
     tolerance: float = 0.1,
+    starts: list[dict[str, Any]] | None = None,
 ) -> str:
     """The report page. ``hist``: history rows with their results (history.runs(...,
-    with_result=True)); without it the plots show this report's results."""
+    with_result=True)); without it the plots show this report's results. ``starts``: the
+    history's recorded restarts (history.starts), shown newest first."""
     import datetime as _dt
 
     import jinja2
@@ -636,6 +663,7 @@ def render_html(
         per_run=per_run,
         hist_plots=history_plots(views) if views else [],
         runs=sorted(views, key=lambda v: -(v.t or 0)),
+        starts=start_views(starts or []),
         f=_f,
     )
 
@@ -679,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     results.sort(key=lambda r: (str(r.get("node")), str(r.get("started_at"))))
     regress: dict[int, list[history.Regression]] | None = None
     hist_rows: list[dict[str, Any]] | None = None
+    start_rows: list[dict[str, Any]] | None = None
     if args.history:
         try:
             conn = history.connect(args.history)
@@ -688,6 +717,7 @@ def main(argv: list[str] | None = None) -> int:
                     history.record(conn, r)
                 regress[i] = history.regressions(conn, r, args.regression_tolerance)
             hist_rows = history.runs(conn, with_result=True)
+            start_rows = history.starts(conn)
             conn.close()
         except history.HistoryError as e:
             return cli.usage_error("spec-report", f"--history {e}")
@@ -696,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
     for prom in filter(None, args.prom):
         atomic_write(prom, prom_textfile(results, regress))
     if args.html:
-        atomic_write(args.html, render_html(results, hist_rows, regress, args.regression_tolerance))
+        page = render_html(results, hist_rows, regress, args.regression_tolerance, start_rows)
+        atomic_write(args.html, page)
     if args.json:
         atomic_write(
             args.json,

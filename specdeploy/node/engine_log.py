@@ -125,8 +125,12 @@ _PHASE_RES = (
     ),
     ("ready", re.compile(r"Application startup complete\.")),
 )
+# The weights' progress bar of each safetensors loader of vLLM 0.20.2: default and `eager`
+# strategy, `enable_multithread_load`, `--load-format runai_streamer` (it counts tensors)
+# (tests/fixtures/vllm-0.20.2-loads/runs/*/engine.log).
 _SHARDS_RE = re.compile(
-    r"Loading safetensors checkpoint shards:\s+(?P<pct>\d+)% Completed"
+    r"(?:Loading safetensors checkpoint shards(?: \(\w+\))?|Multi-thread loading shards"
+    r"|Loading safetensors using Runai Model Streamer):\s+(?P<pct>\d+)% Completed"
     r" \| (?P<done>\d+)/(?P<total>\d+)"
 )
 

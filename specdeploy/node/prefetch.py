@@ -3,13 +3,17 @@
 A restart's weight loading reads the whole checkpoint (547 GB for Kimi-K2.5); from the page
 cache it is several times faster than from disk. Before the old server stops, this asks the
 kernel to read the model's files ahead (posix_fadvise POSIX_FADV_WILLNEED, the kernel's own
-read-ahead; it returns once the reads are queued), when the node's MemAvailable holds them with
-room to spare. Mode (the knob specdeploy_prefetch_model): ``auto`` only when they fit,
-``always`` regardless of memory (the kernel evicts what does not fit), ``never``. Read-only
-for the files; changes nothing but the page cache.
+read-ahead, which returns once the reads are queued) and then waits until every byte is
+resident, by reading the files through on a few threads (pages already read cost a copy, the
+rest is waited for), so the stop comes after the read and the read is outside the downtime
+window; at most --timeout-s, then the stop goes ahead and the kernel keeps reading. Only when
+the node's MemAvailable holds the files with room to spare. Mode (the knob
+specdeploy_prefetch_model): ``auto`` only when they fit, ``always`` regardless of memory (the
+kernel evicts what does not fit), ``never``. Read-only for the files; changes nothing but the
+page cache.
 
     python -m specdeploy.node.prefetch --mode auto --path /srv/models/target [--path DRAFTER] \\
-        [--reserve-gb 16] [--json]
+        [--reserve-gb 16] [--timeout-s 900] [--json]
 
 Exit codes: 0 read ahead or skipped with a reason, 2 usage error (a path that is no directory).
 """
@@ -21,6 +25,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,6 +33,10 @@ MODES = ("auto", "always", "never")
 # What a checkpoint directory holds that the loader reads: weights and their small companions.
 SUFFIXES = (".safetensors", ".bin", ".pt", ".json", ".model", ".tiktoken", ".txt", ".py")
 GIB = 1024**3
+# Concurrent read-throughs: a deep enough queue for NVMe and RAID (a single reader left the
+# H200 machine's virtual disk at 1.53-1.59 GB/s; docs/load-times.md), few enough for the node.
+READ_THREADS = 8
+CHUNK = 16 << 20
 
 
 @dataclass
@@ -39,8 +48,14 @@ class Plan:
     reserve: int
     prefetch: bool
     reason: str
-    seconds: float = 0.0
+    seconds: float = 0.0  # until every byte was resident, or the timeout
+    resident_bytes: int = 0
+    timed_out: bool = False
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def gb_per_s(self) -> float | None:
+        return round(self.resident_bytes / self.seconds / 1e9, 2) if self.seconds > 0 else None
 
 
 def mem_available(meminfo: Path = Path("/proc/meminfo")) -> int:
@@ -78,7 +93,7 @@ def plan(mode: str, files: list[Path], available: int, reserve: int) -> Plan:
     return Plan(mode, len(files), size, available, reserve, True, f"{gib} ({room})")
 
 
-def read_ahead(files: list[Path]) -> list[str]:
+def advise(files: list[Path]) -> list[str]:
     """Ask the kernel to read every file ahead; errors per file, none fatal."""
     errors = []
     for path in files:
@@ -96,14 +111,42 @@ def read_ahead(files: list[Path]) -> list[str]:
     return errors
 
 
-def run(mode: str, paths: list[Path], reserve: int, meminfo: Path) -> Plan:
+def read_through(path: Path, deadline: float) -> tuple[int, str | None]:
+    """Read a file to its end (into the page cache), or until the monotonic deadline."""
+    done = 0
+    buffer = bytearray(CHUNK)
+    try:
+        with open(path, "rb", buffering=0) as handle:
+            while time.monotonic() < deadline:
+                n = handle.readinto(buffer)
+                if not n:
+                    break
+                done += n
+    except OSError as error:
+        return done, f"{path}: {error.strerror}"
+    return done, None
+
+
+def run(mode: str, paths: list[Path], reserve: int, meminfo: Path, timeout_s: float) -> Plan:
     files = model_files(paths) if mode != "never" else []
     result = plan(mode, files, mem_available(meminfo), reserve)
-    if result.prefetch:
-        started = time.monotonic()
-        result.errors = read_ahead(files)
-        result.seconds = round(time.monotonic() - started, 2)
+    if not result.prefetch:
+        return result
+    started = time.monotonic()
+    result.errors = advise(files)
+    deadline = started + timeout_s
+    with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(files))) as pool:
+        for done, error in pool.map(lambda p: read_through(p, deadline), files):
+            result.resident_bytes += done
+            if error:
+                result.errors.append(error)
+    result.seconds = round(time.monotonic() - started, 2)
+    result.timed_out = result.resident_bytes < result.bytes and time.monotonic() >= deadline
     return result
+
+
+def report(result: Plan) -> dict:
+    return {**asdict(result), "gb_per_s": result.gb_per_s}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reserve-gb", type=float, default=16.0, help="memory to leave free (auto mode)"
     )
+    parser.add_argument(
+        "--timeout-s", type=float, default=900.0, help="wait at most this long for the read"
+    )
     parser.add_argument("--meminfo", type=Path, default=Path("/proc/meminfo"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -122,12 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"prefetch: not a directory: {', '.join(missing)}", file=sys.stderr)
         return 2
-    result = run(args.mode, args.path, int(args.reserve_gb * GIB), args.meminfo)
+    result = run(args.mode, args.path, int(args.reserve_gb * GIB), args.meminfo, args.timeout_s)
     if args.json:
-        print(json.dumps(asdict(result)))
+        print(json.dumps(report(result)))
     else:
         verb = "read ahead" if result.prefetch else "no read-ahead"
-        print(f"prefetch: {verb}: {result.reason}")
+        took = (
+            f"; resident in {result.seconds} s ({result.gb_per_s} GB/s)" if result.prefetch else ""
+        )
+        late = f"; stopped waiting after {args.timeout_s:.0f} s" if result.timed_out else ""
+        print(f"prefetch: {verb}: {result.reason}{took}{late}")
         for error in result.errors:
             print(f"prefetch: {error}", file=sys.stderr)
     return 0

@@ -40,6 +40,7 @@ H / 128 = 56 heads so that its value projection can copy the embedding (nkv * 12
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import hashlib
 import json
@@ -353,8 +354,11 @@ def main() -> int:
     ap.add_argument("--layer-out-scale", type=float, help="default: the shape's scale")
     ap.add_argument("--embed-scale", type=float, default=10.0)
     ap.add_argument("--expert-out-scale", type=float, help="default: the shape's scale")
+    ap.add_argument("--layers", type=int, help="default: the shape's (load-time runs: more bytes)")
     a = ap.parse_args()
     shape = SHAPES[a.shape]
+    if a.layers:
+        shape = dataclasses.replace(shape, layers=a.layers)
     layer_out = shape.scale if a.layer_out_scale is None else a.layer_out_scale
     expert_out = shape.scale if a.expert_out_scale is None else a.expert_out_scale
     t0 = time.time()

@@ -4,9 +4,12 @@
 #   bash CODE/tests/gpu/moe_call.sh STEP
 # where CODE is a copy of this branch's code (.gpu-stage/code, carried; see tests/gpu/README.md).
 #   1     stage vLLM part 1; build the moe-big target + bigram drafter IN THE BACKGROUND
-#         (setsid: it outlives the call while the machine stays warm)
+#         (setsid: it outlives the call while the machine stays warm); LAYERS=N or LAYERS=fit
+#         (the largest checkpoint the disk holds: the load-time table)
 #   2     stage part 2; show the build's progress
-#   3     stage part 3 + dependencies + the optional loaders' wheels (CODE/../xwhl), unpack
+#   part3 stage part 3 alone (the checkout, about 5 MiB, plus a part and the dependencies is
+#         over one call's 64 MiB; then step 3 carries the dependencies, the code and xwhl)
+#   3     stage part 3 (unless step part3 did) + dependencies + the optional loaders' wheels (CODE/../xwhl), unpack
 #         vLLM into /tmp/site, wait for the build, start moe_sweep.py with $PLAN in the
 #         background, then wait like `wait`
 #   wait  wait up to WAIT_S seconds (default 540) for the plan, then pack what it has;
@@ -50,7 +53,15 @@ case $STEP in
 1)
   cp "$STAGE"/p1/vllm-trim.zip.part-* "$W/stage/" && el "part 1 staged"
   nvidia-smi -L; df -h /tmp | tail -1; free -g | head -2
-  setsid bash -c "python3 '$CODE/tests/gpu/build_models.py' '$W/models' ${BUILD_ARGS:---shape moe-big} \
+  # LAYERS=fit: as many MoE layers (4.41 GB each; 1.2 GB embeddings and the dense layer) as
+  # the disk holds with 16 GB left for vLLM, its dependencies, the caches and the logs
+  if [ "${LAYERS:-}" = fit ]; then
+    FREE_GB=$(df -B1G --output=avail /tmp | tail -1 | tr -d ' ')
+    LAYERS=$(python3 -c "print(max(6, min(14, 1 + int(($FREE_GB - 16 - 1.2) / 4.41))))")
+    el "disk: ${FREE_GB} GB free -> $LAYERS layers"
+  fi
+  BUILD_ARGS=${BUILD_ARGS:---shape moe-big}${LAYERS:+ --layers $LAYERS}
+  setsid bash -c "python3 '$CODE/tests/gpu/build_models.py' '$W/models' $BUILD_ARGS \
     > '$W/build.log' 2>&1; echo \$? > '$W/build.rc'" < /dev/null > /dev/null 2>&1 &
   el "moe-big build started in the background"
   ;;
@@ -59,8 +70,12 @@ case $STEP in
   grep -v "Writing model shards" "$W/build.log" | tail -5; cat "$W/build.rc" 2>/dev/null
   ls -la "$W/models/target" 2>/dev/null | tail -4; df -h /tmp | tail -1
   ;;
+part3)
+  cp "$STAGE"/p3/vllm-trim.zip.part-* "$W/stage/" && el "part 3 staged"
+  grep -v "Writing model shards" "$W/build.log" | tail -3; cat "$W/build.rc" 2>/dev/null
+  ;;
 3)
-  cp "$STAGE"/p3/vllm-trim.zip.part-* "$W/stage/"
+  cp "$STAGE"/p3/vllm-trim.zip.part-* "$W/stage/" 2>/dev/null || ls "$W"/stage/vllm-trim.zip.part-ac
   cat "$W"/stage/vllm-trim.zip.part-aa "$W"/stage/vllm-trim.zip.part-ab "$W"/stage/vllm-trim.zip.part-ac > "$W/stage/vllm-trim.zip" || exit 11
   (cd "$W/stage" && sha256sum -c "$STAGE/p3/SHA256SUMS") || { echo "vllm zip sha256 MISMATCH"; exit 12; }
   (cd "$STAGE/p3/deps" && sha256sum -c --quiet ../deps.sha256) || { echo "deps sha256 MISMATCH"; exit 12; }

@@ -82,6 +82,8 @@ def load_row(tag: str, run: dict | None, log: str) -> dict:
 
 
 def speedups(runs: dict) -> dict:
+    if "sweep" not in runs.get("nospec", {}):  # a load-time recording has no sweeps
+        return {}
     base = {lv["concurrency"]: lv for lv in runs["nospec"]["sweep"]["levels"] if "error" not in lv}
     out: dict = {}
     for tag, r in sorted(runs.items()):
@@ -106,7 +108,9 @@ def speedups(runs: dict) -> dict:
     return out
 
 
-def build_json(res: dict, logs: dict[str, str]) -> dict:
+def build_json(
+    res: dict, logs: dict[str, str], source: str = "tests/fixtures/vllm-0.20.2-moe/results.json"
+) -> dict:
     runs = res["runs"]
     s = res["settings"]
     sweeps: dict = {}
@@ -126,10 +130,10 @@ def build_json(res: dict, logs: dict[str, str]) -> dict:
             "vllm_log_spec_total": r.get("vllm_log_spec_total"),
         }
     loads = [load_row(tag, runs.get(tag), log) for tag, log in logs.items()]
-    return {
+    out = {
         "schema": "specdeploy.gpu.speedup/1",
         "recorded": res["started"],
-        "source": "tests/fixtures/vllm-0.20.2-moe/results.json",
+        "source": source,
         "hardware": "1x NVIDIA H200 (lent), vLLM 0.20.2, torch 2.11.0+cu130",
         "models": res.get("models"),
         "workload": {
@@ -146,6 +150,9 @@ def build_json(res: dict, logs: dict[str, str]) -> dict:
         "speedup": speedups(runs),
         "starts": loads,
     }
+    if "cold_read" in res:  # moe_sweep.py --cold-read: the disk's own sequential rate
+        out["cold_read"] = res["cold_read"]
+    return out
 
 
 def fmt(x: float | None, nd: int = 0) -> str:
@@ -153,8 +160,10 @@ def fmt(x: float | None, nd: int = 0) -> str:
 
 
 def tables(d: dict) -> str:
-    out = []
+    out: list[str] = []
     ks = sorted(d["sweeps"], key=int)
+    if not ks:
+        return load_table(d, out)
     levels = [str(c) for c in d["workload"]["levels"]]
     out.append("| c | " + " | ".join(f"k={k}" if k != "0" else "no spec" for k in ks) + " |")
     out.append("|---" * (len(ks) + 1) + "|")
@@ -197,6 +206,10 @@ def tables(d: dict) -> str:
                 f"{lv['itl_p50_s'] * 1e3:.1f} / {lv['itl_p99_s'] * 1e3:.1f} |"
             )
     out.append("")
+    return load_table(d, out)
+
+
+def load_table(d: dict, out: list[str]) -> str:
     out.append(
         "| start | page cache | read-ahead s | start-to-ready s | weights s | model loading s "
         "| torch.compile s | init engine s | before first log line s |"
@@ -206,6 +219,8 @@ def tables(d: dict) -> str:
         pc = row.get("page_cache") or {}
         st = row.get("startup") or {}
         mode = pc.get("mode", "dropped" if "drop" in row["tag"] else "?")
+        if pc.get("prefetch"):  # recorded before the mode key was kept: the read-ahead ran
+            mode = "read ahead (specdeploy.node.prefetch)"
         out.append(
             f"| {row['tag']}{' (incomplete)' if row['incomplete'] else ''} | {mode} | "
             f"{fmt(pc.get('resident_s'), 1)} | {fmt(row['server_start_s'], 1)} | "
@@ -246,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.copy(rd / name, fx / "runs" / rd.name / name)
             if (rd / "engine.log").exists():
                 logs[rd.name] = (rd / "engine.log").read_text(errors="replace")
-    d = build_json(res, logs)
+    fx_rel = Path(a.fixtures).resolve()
+    source = str(fx_rel.relative_to(REPO) if fx_rel.is_relative_to(REPO) else fx_rel)
+    d = build_json(res, logs, f"{source}/results.json")
     Path(a.json).write_text(json.dumps(d, indent=1) + "\n")
     print(tables(d))
     return 0

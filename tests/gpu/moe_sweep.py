@@ -13,8 +13,10 @@ background across several device calls (tests/gpu/moe_call.sh). For each ``--run
                  the toolkit's ``check acceptance`` (c=1); save ``/metrics``; stop.
 ``UNIT:load:drop`` drop the page cache (``echo 3 > /proc/sys/vm/drop_caches``), start, time it
                  to /health, stop: start-to-ready and the engine log's load phases, cold.
-``UNIT:load:warm`` drop the page cache, read the checkpoint ahead with
-                 ``posix_fadvise(WILLNEED)`` (timed until every byte is resident), then start.
+``UNIT:load:warm`` drop the page cache, read the checkpoint ahead as a deploy does before the
+                 stop (``specdeploy.node.prefetch``: posix_fadvise(WILLNEED), then read through
+                 on 8 threads until every byte is resident; timed), then start.
+A run named twice gets a repeat suffix (``nospec-load-drop-2``).
 
 Writes OUT/results.json after every run (schema: docs/speedup-gpu.md) and OUT/runs/TAG/
 (engine.log, metrics.txt, smoke.json, acceptance.json). A run that would end after
@@ -33,7 +35,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 from pathlib import Path
@@ -43,7 +44,7 @@ sys.path.insert(0, str(HERE))
 
 import driver  # noqa: E402  (tests/gpu/driver.py: unit parsing, start/stop, toolkit checks)
 
-from specdeploy.node import engine_log, loadgen, metrics  # noqa: E402
+from specdeploy.node import engine_log, loadgen, metrics, prefetch  # noqa: E402
 
 REPO = driver.REPO
 T0 = time.monotonic()
@@ -89,36 +90,6 @@ def model_files(dirs: list[str]) -> list[str]:
     for d in dirs:
         out += sorted(glob.glob(os.path.join(d, "*.safetensors")))
     return out
-
-
-def read_ahead(files: list[str]) -> dict:
-    """posix_fadvise(WILLNEED) on every file (one thread each: the kernel queues the reads),
-    then a sequential read that returns once every byte is resident: the read-ahead's cost."""
-    t = time.monotonic()
-
-    def advise(path: str) -> None:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-        finally:
-            os.close(fd)
-
-    ths = [threading.Thread(target=advise, args=(f,)) for f in files]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join()
-    t_advise = time.monotonic() - t
-    total = read_through(files)
-    t_all = time.monotonic() - t
-    return {
-        "files": len(files),
-        "bytes": total,
-        "fadvise_return_s": round(t_advise, 2),
-        "resident_s": round(t_all, 2),
-        "gb_per_s": round(total / t_all / 1e9, 2) if t_all > 0 else None,
-        "cached_gib_after": meminfo_cached_gib(),
-    }
 
 
 def read_through(files: list[str]) -> int:
@@ -242,11 +213,20 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
     name = driver.flag_value(argv, "--served-model-name") or expect["served_model_name"]
     base = f"http://{host}:{port}"
     model = argv[argv.index("serve") + 1]  # vllm serve MODEL ...
-    files = model_files([model] + ([a.drafter] if expect.get("spec") else []))
     if kind == "load" and cache == "drop":
         r["page_cache"] = {"mode": "dropped", **drop_page_cache()}
     elif kind == "load" and cache == "warm":
-        r["page_cache"] = {"mode": "read-ahead", "drop": drop_page_cache(), **read_ahead(files)}
+        drop = drop_page_cache()
+        dirs = [Path(model)] + ([Path(a.drafter)] if expect.get("spec") else [])
+        ahead = prefetch.run("always", dirs, 0, Path("/proc/meminfo"), a.start_timeout_s)
+        r["page_cache"] = {
+            **prefetch.report(ahead),
+            "prefetch_mode": ahead.mode,
+            "mode": "read-ahead (specdeploy.node.prefetch)",
+            "drop": drop,
+            "resident_s": ahead.seconds,
+            "cached_gib_after": meminfo_cached_gib(),
+        }
     else:
         r["page_cache"] = {
             "mode": "as left by the previous run",
@@ -371,7 +351,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-drop-caches", action="store_true", help="dry runs: never drop")
     a = ap.parse_args(argv)
     NO_DROP[0] = a.no_drop_caches
-    runs = [parse_run(s) for s in a.run]
+    runs = []
+    parsed = [parse_run(spec) for spec in a.run]
+    for i, (tag, unit, kind, cache) in enumerate(parsed):
+        n = sum(1 for earlier in parsed[:i] if earlier[0] == tag)
+        runs.append((f"{tag}-{n + 1}" if n else tag, unit, kind, cache))
     Path(a.out).mkdir(parents=True, exist_ok=True)
     results: dict = {
         "schema": "specdeploy.gpu.moe_sweep/1",

@@ -76,6 +76,7 @@ if [ "$SET" = moe ]; then
   # (vllm/config/load.py, model_loader/default_loader.py); docs/load-times.md
   NOSPEC='{"spec": false, "target_backend": "FLASH_ATTN_MLA", "served_model_name": "moe-dsv3"}'
   render nospec-prefetch false "" "$NOSPEC" 'specdeploy_extra_args: ["--safetensors-load-strategy", "prefetch"]'
+  render nospec-eager false "" "$NOSPEC" 'specdeploy_extra_args: ["--safetensors-load-strategy", "eager"]'
   render nospec-multithread false "" "$NOSPEC" \
     'specdeploy_extra_args: ["--model-loader-extra-config", "{\"enable_multithread_load\": true, \"num_threads\": 8}"]'
   render nospec-fastsafetensors false "" "$NOSPEC" 'specdeploy_extra_args: ["--load-format", "fastsafetensors"]'

@@ -13,7 +13,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${SPECDEPLOY_CACHE:-$HOME/.cache/specdeploy}/gpu-tier
 STAGE=$REPO/.gpu-stage
-PART_BYTES=${PART_BYTES:-62000000}
+PART_BYTES=${PART_BYTES:-57000000}  # each part plus the checkout (about 5 MiB) under 64 MiB
 VLLM_WHL=vllm-0.20.2-cp38-abi3-manylinux_2_35_x86_64.whl
 VLLM_SHA=22a7dd06eb03371298e13d6100f3dedbf307352342aaf08e87c929c60aae9b4d
 DEPS=(fastapi==0.128.0 starlette==0.50.0 uvicorn==0.40.0 pydantic==2.12.5 pydantic-core==2.41.5

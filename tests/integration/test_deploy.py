@@ -457,6 +457,13 @@ def test_the_old_server_stops_only_after_the_new_release_is_built(first, play, n
         f"{play.host}: downtime window {window['window_s']} s (deploy of {release}; " in said_last
     )
     assert f"weights {window['parts']['weights']} s" in said_last, said_last
+    # the page-cache read-ahead ran to its end (or said why not) before the old server stopped
+    ahead = re.search(r"page cache read-ahead [^\n]*", run.stdout)
+    assert ahead, "the deploy does not say what the read-ahead did"
+    assert re.search(r": resident in [0-9.]+ s \([0-9.]+ GB/s\)", ahead.group(0)) or (
+        "skipped:" in ahead.group(0)
+    ), ahead.group(0)
+    assert run.stdout.index(ahead.group(0)) < run.stdout.index("stopping the old server")
 
 
 def _last_task(run) -> str:

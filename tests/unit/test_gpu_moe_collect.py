@@ -57,6 +57,28 @@ def test_load_rows_read_the_weights_phase_from_each_engine_log() -> None:
     assert rows["spec-k3"]["drafter_weights_s"] is not None
 
 
+LOADS = ROOT / "tests" / "fixtures" / "vllm-0.20.2-loads"
+
+
+def test_the_load_time_table_is_derived_from_its_recording() -> None:
+    """docs/load-times.json (the 45 GB loader table of docs/load-times.md) is what the
+    recording gives; the read-ahead rows went through the toolkit's own prefetch and waited
+    until every byte was resident; only the read-ahead removes the disk from the weights."""
+    res = json.loads((LOADS / "results.json").read_text())
+    logs = {d.name: (d / "engine.log").read_text() for d in sorted((LOADS / "runs").iterdir())}
+    d = moe_collect.build_json(res, logs, "tests/fixtures/vllm-0.20.2-loads/results.json")
+    assert d == json.loads((ROOT / "docs" / "load-times.json").read_text())
+    rows = {r["tag"]: r for r in d["starts"]}
+    warm = rows["nospec-load-warm-2"]["page_cache"]
+    assert warm["prefetch"] and warm["resident_bytes"] == warm["bytes"] > 45e9
+    assert not warm["timed_out"]
+    cold = [rows[t]["weights_s"] for t in ("nospec-load-drop", "nospec-load-drop-2")]
+    assert rows["nospec-load-warm-2"]["weights_s"] * 3 < min(cold)
+    for loader in ("prefetch", "eager", "multithread", "runai"):
+        row = rows[f"nospec-{loader}-load-drop"]
+        assert row["page_cache"]["dropped"] and row["model_loading_s"] > 20
+
+
 def test_phase_marks_are_seconds_from_the_first_log_line() -> None:
     log = (
         "(APIServer pid=1) INFO 12-03 14:15:25 [utils.py:1] non-default args: {}\n"

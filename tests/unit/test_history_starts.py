@@ -1,9 +1,12 @@
 """The deploy's and rollback's starts in the controller history: downtime window, its parts,
-and the validation's throughput and speed-up (history.record_starts, CLI record-starts/starts)."""
+and the validation's throughput and speed-up (history.record_starts, CLI downtime/starts), and
+the lines a deploy ends with."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -53,19 +56,53 @@ def test_a_bad_entry_stores_nothing_and_names_what_is_missing(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     good = _start("n1", "2026-12-03T10:00:00Z")
     bad = {"node": "n2", "action": "deploy", "at": "2026-12-03T10:00:00Z"}
-    assert history.main(["record-starts", "--db", str(db), "--json", json.dumps([good, bad])]) == 2
+    assert history.main(["downtime", "--db", str(db), "--json", json.dumps([good, bad])]) == 2
     assert "a start needs release" in capsys.readouterr().err
     assert not db.exists()
-    assert history.main(["record-starts", "--db", str(db), "--json", "{"]) == 2
-    assert "--json is not JSON" in capsys.readouterr().err
+    assert history.main(["downtime", "--db", str(db), "--json", "{"]) == 2
+    assert "--json: Expecting" in capsys.readouterr().err
 
 
 def test_cli_records_and_lists_starts(tmp_path, capsys):
     db = str(tmp_path / "h.sqlite")
-    assert (
-        history.main(["record-starts", "--db", db, "--json", json.dumps([_start("n1", "t1")])]) == 0
-    )
-    assert json.loads(capsys.readouterr().out) == {"recorded": 1, "db": db}
+    entries = [_start("n1", "t1"), _start("n2", "t1", restarted=False, window=None)]
+    assert history.main(["downtime", "--db", db, "--json", json.dumps(entries)]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["recorded"] == 1  # only the start that restarted a server had downtime
     assert history.main(["starts", "--db", db, "--latest"]) == 0
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["node"] == "n1" and row["window_s"] == pytest.approx(7.5)
+
+
+def test_the_lines_a_deploy_ends_with(capsys):
+    """One line per node: the window and its parts with the validated figures; a node that
+    did not restart; a start whose engine log never said ready. Without --db nothing is
+    recorded (check mode)."""
+    entries = [
+        _start("n1", "t", output_tps=41.5, speed_up=1.8),
+        _start("n2", "t", action="rollback"),
+        _start("n3", "t", restarted="false", window=None),
+        _start("n4", "t", window=None),
+    ]
+    assert history.main(["downtime", "--json", json.dumps(entries)]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["recorded"] == 0
+    assert said["lines"] == [
+        "n1: downtime window 7.5 s (deploy of r1; stop 1.0 s, weights 4.0 s, compile 2.5 s);"
+        " validated: 41.5 tok/s, speed-up 1.8x",
+        "n2: downtime window 7.5 s (rollback of r1; stop 1.0 s, weights 4.0 s, compile 2.5 s)",
+        "n3: no restart, no downtime (release r1)",
+        "n4: restarted (deploy of r1); the engine log did not say ready",
+    ]
+
+
+def test_the_module_runs_as_the_playbook_calls_it(tmp_path):
+    """playbooks/downtime.yml runs `python -m specdeploy.controller.history downtime`."""
+    db = tmp_path / "h.sqlite"
+    run = subprocess.run(
+        [sys.executable, "-m", "specdeploy.controller.history", "downtime", "--db", str(db),
+         "--json", json.dumps([_start("n1", "t")])],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["recorded"] == 1 and db.exists()

@@ -136,6 +136,39 @@ def test_html_with_history(results, tmp_path):
     assert "Mean acceptance length per run" in page
     assert "SpecDecoding metrics: Mean acceptance length:" in page
     assert "<script" not in page
+    assert "Restarts and downtime" not in page  # none recorded yet
+
+
+def test_html_shows_the_recorded_restarts_and_their_downtime(results, tmp_path):
+    """What a deploy recorded (playbooks/downtime.yml -> history downtime) is in the report:
+    each restart's window, its parts and the validation's figures; a start without a restart
+    (a no-op deploy) has no row."""
+    d, *_ = results
+    db = tmp_path / "h.sqlite"
+    window = {"from": "stop", "window_s": 84.9, "parts": {"stop": 5.8, "weights": 8.0}}
+    conn = history.connect(db)
+    history.record_starts(
+        conn,
+        [
+            {"node": "gpu-a", "release": "r1", "action": "deploy", "at": "2026-12-03T10:00:00Z",
+             "window": window, "output_tps": 950.5, "speed_up": 1.42},
+            {"node": "gpu-a", "release": "r0", "action": "rollback",
+             "at": "2026-12-03T11:00:00Z", "window": {}},
+            {"node": "gpu-b", "release": "r1", "action": "deploy", "at": "2026-12-03T12:00:00Z",
+             "restarted": False},
+        ],
+    )  # fmt: skip
+    conn.close()
+    h = tmp_path / "report.html"
+    assert report.main([str(d / "a.json"), "--history", str(db), "--html", str(h), "--quiet"]) == 0
+    page = h.read_text()
+    table = page.split('<table id="downtime">', 1)[1].split("</table>", 1)[0]
+    rows = table.split("<tr>")[2:]
+    assert len(rows) == 2 and "rollback" in rows[0] and "deploy" in rows[1]  # newest first
+    assert "the engine log did not say ready" in rows[0]
+    assert "84.9" in rows[1] and "stop 5.8, weights 8.0" in rows[1]
+    assert "950.5" in rows[1] and "1.42" in rows[1]
+    assert "gpu-b" not in table
 
 
 def test_report_exit_code_on_regression(tmp_path, capsys):

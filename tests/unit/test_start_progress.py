@@ -66,6 +66,36 @@ def test_the_downtime_window_runs_from_the_stop_to_ready_and_its_parts_add_up(co
     assert set(window["parts"]) == set(engine_log.PHASES) - {"ready"}
 
 
+LOADS = RUNS.parent.parent / "vllm-0.20.2-loads" / "runs"
+MODEL_LOADING = re.compile(r"Model loading took [0-9.]+ GiB(?: memory)? and (?P<s>[0-9.]+) s")
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        "nospec-load-drop",
+        "nospec-eager-load-drop",
+        "nospec-multithread-load-drop",
+        "nospec-runai-load-drop",
+        "nospec-prefetch-load-drop",
+        "nospec-load-warm-2",
+    ],
+)
+def test_every_weight_loader_shows_its_progress_and_its_weights_part(run):
+    """The 45 GB load-time starts (docs/load-times.md): whichever loader the unit's extra
+    arguments choose, the start shows the weights' percentage and the window's weights part
+    covers vLLM's own "Model loading took" figure."""
+    text = (LOADS / run / "engine.log").read_text()
+    events, percent = engine_log.parse_phases(start_progress.parse_journal(journal_of(text)))
+    assert [e.phase for e in events] == list(engine_log.PHASES)
+    assert percent == 100
+    window = engine_log.downtime_window(events)
+    loading = float(MODEL_LOADING.search(text).group("s"))
+    # vLLM's figure is inside the weights phase, which also holds the set-up before it
+    # (log stamps have 1 s resolution)
+    assert loading - 1 <= window["parts"]["weights"] <= loading + 12
+
+
 def test_a_first_start_has_no_stop_and_a_window_from_the_start(cold_log):
     events, _ = engine_log.parse_phases(
         start_progress.parse_journal(journal_of(cold_log, restart=False))
