@@ -262,10 +262,10 @@ def load_prompts() -> list[str]:
 
 
 def acceptance_argv(
-    base: str, name: str, max_requests: int, time_budget_s: int, *extra: str
+    base: str, name: str, max_requests: int, time_budget_s: int, *extra: str, warmup: int = 0
 ) -> list[str]:
-    """`specdeploy.node.check acceptance` as every GPU-tier run calls it: no warm-up, 128 tokens
-    a request; extra flags after."""
+    """`specdeploy.node.check acceptance` as every GPU-tier run calls it: 128 tokens a request,
+    no warm-up unless asked; extra flags after."""
     return [
         "acceptance",
         "--base-url",
@@ -273,7 +273,7 @@ def acceptance_argv(
         "--served-model-name",
         name,
         "--warmup",
-        "0",
+        str(warmup),
         "--max-requests",
         str(max_requests),
         "--time-budget",
@@ -478,23 +478,7 @@ def run_one(tag: str, unit_name: str, clear: bool, a: argparse.Namespace, state:
                 r["vllm_log_spec_total"] = engine_log.combine_spec_lines(lines)
             elif r["acceptance"].get("rc") == 0:
                 state["baseline_file"] = str(rd / "acceptance.json")
-            conc_args = [
-                "acceptance",
-                "--base-url",
-                base,
-                "--served-model-name",
-                name,
-                "--warmup",
-                "1",
-                "--max-requests",
-                "16",
-                "--concurrency",
-                "8",
-                "--time-budget",
-                "60",
-                "--max-tokens",
-                "128",
-            ]
+            conc_args = acceptance_argv(base, name, 16, 60, "--concurrency", "8", warmup=1)
             if not spec:
                 conc_args.append("--no-spec-baseline")
             r["acceptance_c8"] = check_cli(
