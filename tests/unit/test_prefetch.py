@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,19 @@ def test_a_read_that_outlasts_the_timeout_says_so_and_lets_the_stop_go_ahead(tmp
     )
     assert result.prefetch and result.timed_out
     assert result.resident_bytes < result.bytes
+    assert prefetch.message(result).endswith(
+        "; stopped waiting at the timeout, the kernel keeps reading"
+    )
+
+
+def test_auto_skips_with_a_message_when_memory_is_short(tmp_path, model):
+    result = prefetch.run(
+        "auto", [model], reserve=GIB, meminfo=meminfo(tmp_path, 1024**2 // 2), timeout_s=60
+    )
+    assert not result.prefetch
+    assert result.reason.startswith("skipped:") and "do not fit" in result.reason
+    assert "MemAvailable 0.5 GiB, reserve 1.0 GiB" in result.reason
+    assert prefetch.message(result) == f"page cache read-ahead {result.reason}"
 
 
 def test_always_reads_ahead_even_when_memory_is_short(tmp_path, model):
@@ -99,5 +113,9 @@ def test_the_cli_prints_json_and_refuses_a_missing_directory(tmp_path, model, ca
     assert out["prefetch"] and out["mode"] == "auto"
     assert out["resident_bytes"] == out["bytes"] and out["timed_out"] is False
     assert out["seconds"] >= 0 and "gb_per_s" in out
+    # the line the deploy prints before the stop
+    assert re.fullmatch(
+        r"page cache read-ahead .*: resident in [0-9.]+ s \([0-9.]+ GB/s\)", out["message"]
+    )
     assert prefetch.main(["--path", str(tmp_path / "none"), "--meminfo", mem]) == 2
     assert "not a directory" in capsys.readouterr().err
