@@ -19,9 +19,10 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
 PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes; promtool,
-# node_exporter and a headless chromium for the monitoring and report tests).
+# node_exporter and a headless chromium for the monitoring and report tests; haproxy, the
+# sandbox's load balancer for the drain).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
-                prometheus prometheus-node-exporter chromium
+                prometheus prometheus-node-exporter chromium haproxy
 
 .PHONY: drafter drafter-venv help setup demo test test-faults lint collection bench deploy plan rollback validate advise status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean

@@ -519,6 +519,7 @@ def build() -> dict[str, bytes]:
             "speculative_config_keys": keys["keys"],
             "speculative_config_internal_keys": keys["internal"],
             "drafter": wheel_facts.drafter_facts_from_wheel(v),
+            "serve_shutdown_timeout": wheel_facts.shutdown_timeout_from_wheel(v),
             "drafter_training": drafter_training(v),
         }
     for v in NATIVE_VERSIONS:
@@ -529,6 +530,7 @@ def build() -> dict[str, bytes]:
             "speculative_config_keys": keys["keys"],
             "speculative_config_internal_keys": keys["internal"],
             "drafter": wheel_facts.drafter_facts_from_wheel(v),
+            "serve_shutdown_timeout": wheel_facts.shutdown_timeout_from_wheel(v),
             "drafter_training": drafter_training(v),
         }
     manifest = {
@@ -553,6 +555,9 @@ def build() -> dict[str, bytes]:
         "# targets.<path>: sha256 of the pristine wheel file and of the fully patched file.\n"
         "# speculative_config_keys: SpeculativeConfig init fields of that wheel (AST-extracted\n"
         "#   by specdeploy.node.speckeys; the JSON of --speculative-config may use only these).\n"
+        "# serve_shutdown_timeout: whether that wheel's serve CLI has --shutdown-timeout (read\n"
+        "#   off vllm/engine/arg_utils.py by specdeploy.node.speckeys): with it SIGTERM lets\n"
+        "#   in-flight requests finish up to that many seconds; without it they are aborted.\n"
         "# drafter: what specdeploy.controller.drafter checks (from registry.py, the proposer's\n"
         "#   isinstance assert and llama_eagle3.py of that wheel): loadable EAGLE-3 drafter\n"
         "#   architectures, the fixed aux-layer count (fc input = 3 x target hidden) or null,\n"

@@ -25,6 +25,11 @@ def extract_from_wheel(version: str) -> dict[str, list[str]]:
     return extract_fields(wheels.read_member(version, SPECULATIVE_CONFIG).decode())
 
 
+def shutdown_timeout_from_wheel(version: str) -> bool:
+    """Whether that version's serve CLI has ``--shutdown-timeout`` (a drain on SIGTERM)."""
+    return speckeys.has_shutdown_timeout(wheels.read_member(version, speckeys.ARG_UTILS).decode())
+
+
 def drafter_facts_from_wheel(version: str) -> dict[str, object]:
     """Facts the drafter check needs, read off the cached wheel."""
     with zipfile.ZipFile(wheels.fetch_wheel(version)) as zf:

@@ -24,6 +24,26 @@ from specdeploy.node.cli import reason
 CLASS_NAME = "SpeculativeConfig"
 
 
+ARG_UTILS = "vllm/engine/arg_utils.py"
+
+
+def has_shutdown_timeout(arg_utils_source: str) -> bool:
+    """True when the serve CLI of that vLLM accepts ``--shutdown-timeout``.
+
+    With it, SIGTERM lets in-flight requests finish for up to that many seconds
+    (vllm/entrypoints/launcher.py passes ``vllm_config.shutdown_timeout`` to the engine's
+    shutdown; its default 0 aborts them). 0.15-0.17 have neither flag nor drain. Read off
+    ``vllm/engine/arg_utils.py`` (EngineArgs.add_cli_args adds the flag), by AST: a string
+    constant ``"--shutdown-timeout"`` passed to a call.
+    """
+    for node in ast.walk(ast.parse(arg_utils_source)):
+        if isinstance(node, ast.Call) and any(
+            isinstance(a, ast.Constant) and a.value == "--shutdown-timeout" for a in node.args
+        ):
+            return True
+    return False
+
+
 def _annotation_head(node: ast.expr) -> str:
     """'ClassVar' for ClassVar[...], 'SkipValidation' for SkipValidation[...], etc."""
     if isinstance(node, ast.Subscript):
