@@ -11,7 +11,7 @@ Release status: building (never selected) -> verified -> active | failed | inact
 Every command returns one object with `changed`, so Ansible can report honestly. With
 ``check=True`` a command changes nothing and says what it would change (Ansible's check mode:
 the module specdeploy.toolkit.releases runs these functions; the command line is
-specdeploy.node.release).
+specdeploy.node.release.ledger).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Runs ON the node with the release venv's python (stdlib + PyYAML + pyflakes):
 
-    python -m specdeploy.node.patches {list,status,check,apply,revert,verify}
+    python -m specdeploy.node.patching.patches {list,status,check,apply,revert,verify}
         [--site-packages PATH] [--version X] [--manifest PATH] [--backup-dir PATH] [--json]
 
 * ``--site-packages``: the directory holding ``vllm/`` (default: the running interpreter's
@@ -197,7 +197,7 @@ def default_manifest() -> Path:
     env = os.environ.get(MANIFEST_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "patches" / "vllm" / "manifest.yml"
+    return Path(__file__).resolve().parents[3] / "patches" / "vllm" / "manifest.yml"
 
 
 @dataclass
@@ -469,7 +469,7 @@ class Patcher:
 
     def _apply(self) -> str:
         """Returns 'applied', 'unchanged' or 'native'. All-or-nothing."""
-        from specdeploy.node import patch_verify
+        from specdeploy.node.patching import patch_verify
 
         result, _ = self.check()
         if result != "would-apply":
@@ -573,7 +573,7 @@ class Patcher:
         return "reverted"
 
     def status(self) -> dict[str, Any]:
-        from specdeploy.node import patch_verify
+        from specdeploy.node.patching import patch_verify
 
         self.require_supported()
         series = self.manifest.read_series(self.version) if self.kind == "patch" else []
@@ -693,7 +693,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "apply":
             if p.kind == "native":
-                from specdeploy.node import patch_verify
+                from specdeploy.node.patching import patch_verify
 
                 rep = patch_verify.verify(p.site_packages, p.version, manifest)
                 obj = {**base, "result": "native", "verified": rep.ok, "checks": rep.as_list()}
@@ -726,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         if args.cmd == "verify":
-            from specdeploy.node import patch_verify
+            from specdeploy.node.patching import patch_verify
 
             p.require_supported()
             rep = patch_verify.verify(p.site_packages, p.version, manifest)
