@@ -14,6 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 
 from ansible_collections.specdeploy.toolkit.plugins.filter import (  # noqa: E402
+    downtime,
+    release,
     rollout,
     status,
 )
@@ -106,3 +108,63 @@ def test_the_rollout_note_says_where_the_rollout_stands() -> None:
     assert rollout.rollout_note("r1", "a", ["a"], ["a"], {"a": {}}) == ""
     last = rollout.rollout_note("r1", "b", ["a", "b"], ["b"], hostvars)
     assert last == "Rollout of r1: it serves on a; this is the last stage."
+
+
+def test_a_release_s_paths_are_the_layout_the_node_side_ledger_uses(tmp_path: Path) -> None:
+    from specdeploy.node.module_utils import release as ledger
+
+    paths = release.FilterModule().filters()["release_paths"](str(tmp_path), "0.16.0-abc")
+    assert paths["dir"] == str(tmp_path / "releases" / "0.16.0-abc")
+    assert paths["manifest"] == str(ledger.manifest_path(tmp_path, "0.16.0-abc"))
+    assert paths["python"] == f"{paths['venv_dir']}/bin/python"
+    assert {paths["toolkit_dir"], paths["config_dir"]} == {
+        f"{paths['dir']}/toolkit",
+        f"{paths['dir']}/config",
+    }
+
+
+def test_the_starts_of_a_run_carry_the_validation_of_the_same_release_only() -> None:
+    window = {"window_s": 41.2}
+    hostvars = {
+        "n1": {
+            "vllm_service_downtime": {
+                "release": "r2",
+                "action": "deploy",
+                "restarted": "true",
+                "window": window,
+            },
+            "validation_result": {
+                "release": "r2",
+                "run_id": "run-7",
+                "acceptance": {
+                    "output_tokens_per_s": {"median": 812.5},
+                    "speed_up": {"median": 1.9},
+                },
+            },
+        },
+        "n2": {
+            "vllm_service_downtime": {
+                "release": "r2",
+                "action": "deploy",
+                "restarted": False,
+                "window": None,
+            },
+            "validation_result": {"release": "r1", "run_id": "old"},
+        },
+        "n3": {},
+    }
+    starts = downtime.downtime_starts(["n1", "n2", "n3"], hostvars, "2026-12-04T03:00:00Z")
+    assert [s["node"] for s in starts] == ["n1", "n2"]
+    assert starts[0] == {
+        "node": "n1",
+        "release": "r2",
+        "action": "deploy",
+        "at": "2026-12-04T03:00:00Z",
+        "restarted": True,
+        "window": window,
+        "output_tps": 812.5,
+        "speed_up": 1.9,
+        "validation_run_id": "run-7",
+    }
+    assert starts[1]["restarted"] is False and starts[1]["validation_run_id"] is None
+    assert starts[1]["output_tps"] is None and starts[1]["speed_up"] is None
