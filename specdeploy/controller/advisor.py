@@ -45,7 +45,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdeploy.node import metrics
+from specdeploy.node.validation import metrics
 
 SCHEMA = "specdeploy.advice/1"
 # Share of a step's speculative overhead that does not shrink with k (rejection sampling, the
@@ -279,7 +279,7 @@ def _level_map(text: str, what: str) -> dict[int, float]:
 
 
 def _levels_file(path: str) -> tuple[dict[int, float], bool | None]:
-    from specdeploy.node import speed  # node code, stdlib only
+    from specdeploy.node.validation import speed  # node code, stdlib only
 
     try:
         f = speed.read_levels_file(path)

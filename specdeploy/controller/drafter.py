@@ -43,7 +43,7 @@ from typing import Any
 from specdeploy.controller import drafter_provenance as provenance
 from specdeploy.node import jsontext
 from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
-from specdeploy.node.patches import Manifest, UsageError
+from specdeploy.node.patching.patches import Manifest, UsageError
 from specdeploy.node.versions import version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")

@@ -1,6 +1,7 @@
 """SQLite history of validation results, keyed by node and release (controller side).
 
-Every ``specdeploy.node.check`` result JSON can be recorded (``record``); a result is stored once
+Every ``specdeploy.node.validation.check`` result JSON can be recorded (``record``); a result is
+stored once
 (keyed by its ``run_id``, or the hash of its JSON when it has none). A run is a regression
 when its figures fall more than a relative tolerance below that release's FIRST VALIDATED run
 on the same node (the first run with status ``pass`` that measured acceptance): mean

@@ -29,7 +29,7 @@ from typing import Any
 
 from specdeploy.node import jsontext
 from specdeploy.node.attention import is_mla_backend
-from specdeploy.node.patches import Manifest, UsageError
+from specdeploy.node.patching.patches import Manifest, UsageError
 from specdeploy.node.versions import public_version
 
 

@@ -1,4 +1,4 @@
-"""Controller-side reports from ``specdeploy.node.check`` result JSONs.
+"""Controller-side reports from ``specdeploy.node.validation.check`` result JSONs.
 
 Usage::
 
@@ -35,7 +35,7 @@ from typing import Any
 from specdeploy.controller import history, plots
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
-from specdeploy.node.textfile import (
+from specdeploy.node.validation.textfile import (
     _acc,
     _med,
     _num,

@@ -1,6 +1,6 @@
 """What a pinned vLLM version accepts, read off its cached wheel (controller side only).
 
-The parsing lives in specdeploy.node.speckeys (stdlib, runs on the node too); this module
+The parsing lives in specdeploy.node.patching.speckeys (stdlib, runs on the node too); this module
 only fetches the wheel (specdeploy.controller.wheels) and hands the sources to it, so node
 code never imports controller code. ``python -m specdeploy.controller.wheel_facts 0.16.0``
 prints the SpeculativeConfig keys. Exit codes: 0 ok, 2 usage or I/O error.
@@ -13,8 +13,9 @@ import sys
 import zipfile
 
 from specdeploy.controller import wheels
-from specdeploy.node import cli, speckeys
-from specdeploy.node.speckeys import eagle3_drafter_architectures, extract_fields
+from specdeploy.node import cli
+from specdeploy.node.patching import speckeys
+from specdeploy.node.patching.speckeys import eagle3_drafter_architectures, extract_fields
 
 SPECULATIVE_CONFIG = "vllm/config/speculative.py"
 PROPOSERS = ("vllm/v1/spec_decode/eagle.py", "vllm/v1/spec_decode/llm_base_proposer.py")

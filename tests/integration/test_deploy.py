@@ -89,7 +89,7 @@ def test_patch_status_on_the_installed_vllm_says_applied(first, node):
     release_dir = f"{ROOT}/releases/{node.current_release()}"
     out = node.sh(
         f"sudo -n env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH={release_dir}/toolkit "
-        f"{release_dir}/venv/bin/python -m specdeploy.node.patches status --json"
+        f"{release_dir}/venv/bin/python -m specdeploy.node.patching.patches status --json"
     )
     status = json.loads(out)
     assert status["state"] == "applied", status

@@ -6,7 +6,8 @@ Per torch pin a venv is built once and cached (``<cache>/venvs/torch-<pin>``):
 swapped in with ``pip install --no-deps <cached wheel>``.
 
 The cached venv itself is never patched: the test builds an overlay directory whose ``vllm/``
-tree is symlinks to the installed files, lets ``specdeploy.node.patches apply`` replace the target
+tree is symlinks to the installed files, lets ``specdeploy.node.patching.patches apply`` replace
+the target
 files there (it writes real files over the links), and runs ``realimport_probe.py`` with the
 venv's python and ``PYTHONPATH=<overlay>`` so ``import vllm`` resolves to the patched tree.
 
@@ -39,7 +40,7 @@ import pytest
 from patchtest_util import MANIFEST, REPO
 
 from specdeploy.controller import wheels
-from specdeploy.node.patches import Manifest
+from specdeploy.node.patching.patches import Manifest
 
 pytestmark = [pytest.mark.patches, pytest.mark.slow]
 
@@ -225,7 +226,7 @@ def test_patched_vllm_imports_and_passes_its_own_checks(
         [
             sys.executable,
             "-m",
-            "specdeploy.node.patches",
+            "specdeploy.node.patching.patches",
             "apply",
             "--json",
             "--site-packages",
@@ -258,7 +259,7 @@ def test_patched_vllm_imports_and_passes_its_own_checks(
         [
             str(venv / "bin" / "python"),
             "-m",
-            "specdeploy.node.patches",
+            "specdeploy.node.patching.patches",
             "status",
             "--json",
             "--site-packages",

@@ -20,8 +20,8 @@ from patchtest_util import (
 )
 
 from specdeploy.controller import wheel_facts, wheels
-from specdeploy.node import patch_verify
-from specdeploy.node.patches import Manifest, parse_unified_diff, series_sha256
+from specdeploy.node.patching import patch_verify
+from specdeploy.node.patching.patches import Manifest, parse_unified_diff, series_sha256
 
 pytestmark = pytest.mark.patches
 

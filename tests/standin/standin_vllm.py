@@ -186,7 +186,7 @@ def spec_rules(root: Path | None) -> tuple[list[str], list[str], str]:
         return default
     # The keys pydantic accepts, read by the preflight's own extractor (one reading of
     # SpeculativeConfig: the stand-in refuses exactly what the deploy refuses).
-    from specdeploy.node.speckeys import extract_fields
+    from specdeploy.node.patching.speckeys import extract_fields
 
     try:
         keys = extract_fields(ast.unparse(cls))["keys"]

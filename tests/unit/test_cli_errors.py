@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specdeploy.node import cli
-from specdeploy.node.result import not_measured
+from specdeploy.node.validation.result import not_measured
 
 REPO = Path(__file__).resolve().parents[2]
 MISSING = "/nonexistent/specdeploy-test"
@@ -44,25 +44,25 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 CASES = {
     # name: (module, args, the flag, the file) with {file}/{json}/... from the fixture
     "spec-check prompts": (
-        "specdeploy.node.check",
+        "specdeploy.node.validation.check",
         ["acceptance", *SERVER, "--prompts", f"{MISSING}/p.jsonl"],
         "--prompts",
         f"{MISSING}/p.jsonl",
     ),
     "spec-check unwritable out": (
-        "specdeploy.node.check",
+        "specdeploy.node.validation.check",
         ["smoke", *SERVER, "--out", "{file}/result.json"],
         "--out",
         "{file}/result.json",
     ),
     "spec-check broken baseline": (
-        "specdeploy.node.check",
+        "specdeploy.node.validation.check",
         ["acceptance", *SERVER, "--baseline-file", "{json}"],
         "--baseline-file",
         "{json}",
     ),
     "spec-check api key file": (
-        "specdeploy.node.check",
+        "specdeploy.node.validation.check",
         ["smoke", *SERVER, "--api-key-file", f"{MISSING}/key"],
         "--api-key-file",
         f"{MISSING}/key",
@@ -92,13 +92,13 @@ CASES = {
         "{db}",
     ),
     "vllm-patches site-packages": (
-        "specdeploy.node.patches",
+        "specdeploy.node.patching.patches",
         ["status", "--site-packages", MISSING],
         "--site-packages",
         MISSING,
     ),
     "vllm-patches broken manifest": (
-        "specdeploy.node.patches",
+        "specdeploy.node.patching.patches",
         ["list", "--manifest", "{yaml}"],
         "--manifest",
         "{yaml}",
@@ -121,15 +121,20 @@ CASES = {
         "--root",
         MISSING,
     ),
-    "engine-log": ("specdeploy.node.engine_log", [f"{MISSING}/log"], "LOG", f"{MISSING}/log"),
+    "engine-log": (
+        "specdeploy.node.service.engine_log",
+        [f"{MISSING}/log"],
+        "LOG",
+        f"{MISSING}/log",
+    ),
     "vllm-spec-keys": (
-        "specdeploy.node.speckeys",
+        "specdeploy.node.patching.speckeys",
         ["--file", f"{MISSING}/speculative.py"],
         "--file",
         f"{MISSING}/speculative.py",
     ),
     "spec-result unwritable out": (
-        "specdeploy.node.result",
+        "specdeploy.node.validation.result",
         ["not-measured", "--node", "n", "--reason", "r", "--out", "{file}/n.json"],
         "--out",
         "{file}/n.json",

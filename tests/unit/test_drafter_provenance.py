@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO))
 
 from specdeploy.controller import drafter  # noqa: E402
 from specdeploy.controller import drafter_provenance as prov  # noqa: E402
-from specdeploy.node.patches import Manifest  # noqa: E402
+from specdeploy.node.patching.patches import Manifest  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "drafters"
 KIMI = FIX / "kimi-k2.5"

@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specdeploy.node import gate, metrics  # noqa: E402
-from specdeploy.node.acceptance import AcceptanceResult, RepeatResult  # noqa: E402
+from specdeploy.node.validation import gate, metrics  # noqa: E402
+from specdeploy.node.validation.acceptance import AcceptanceResult, RepeatResult  # noqa: E402
 
 
 def measured(

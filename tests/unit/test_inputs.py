@@ -11,7 +11,7 @@ import pytest
 
 from specdeploy.controller import inputs
 from specdeploy.node.attention import is_mla_backend, mla_backend
-from specdeploy.node.patches import Manifest
+from specdeploy.node.patching.patches import Manifest
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = {"method": "eagle3", "num_speculative_tokens": 3}

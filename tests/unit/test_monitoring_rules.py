@@ -18,7 +18,7 @@ import yaml
 from fleet_history import NEW, fleet
 
 from specdeploy.controller import monitoring, report
-from specdeploy.node import metrics
+from specdeploy.node.validation import metrics
 
 pytestmark = pytest.mark.timeout(120)
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.20.2"

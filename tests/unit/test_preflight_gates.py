@@ -2,7 +2,8 @@
 
 The task's own argv expression is rendered with the inventory's values and executed with the
 gates on stdin, as Ansible does: this pins the interface between the role and
-`python -m specdeploy.node.gate --validate` (issue 19: bad gates are a one-line error naming the
+`python -m specdeploy.node.validation.gate --validate` (issue 19: bad gates are a one-line error
+naming the
 key, before anything on a node changes).
 """
 
@@ -25,7 +26,7 @@ TASKS = ROOT / "roles" / "validation" / "tasks" / "preflight.yml"
 
 def gate_task() -> dict:
     tasks = yaml.safe_load(TASKS.read_text())
-    (task,) = [t for t in tasks if "specdeploy.node.gate" in str(t)]
+    (task,) = [t for t in tasks if "specdeploy.node.validation.gate" in str(t)]
     return task
 
 

@@ -19,7 +19,7 @@ from fleet_history import one_result  # noqa: E402
 from harness import Standin, free_port  # noqa: E402
 
 from specdeploy.controller import history, report  # noqa: E402
-from specdeploy.node import check, metrics  # noqa: E402
+from specdeploy.node.validation import check, metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""Baseline and previous-run inputs of the speed gates (specdeploy.node.speed)."""
+"""Baseline and previous-run inputs of the speed gates (specdeploy.node.validation.speed)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specdeploy.node import speed  # noqa: E402
+from specdeploy.node.validation import speed  # noqa: E402
 
 
 def write(tmp_path: Path, d: dict) -> Path:

@@ -1,5 +1,5 @@
 """The vLLM STAND-IN on 127.0.0.1 (free port), checked with the real checker
-(specdeploy.node.check).
+(specdeploy.node.validation.check).
 
 Covers: smoke + acceptance pass; each gate failing; speculation off; server down; server
 hanging (timeouts fire); start-up hang; 401 without the key; the stand-in's vLLM-like
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
 from harness import PYTHON, STANDIN, Standin, free_port  # noqa: E402
 
-from specdeploy.node import check, metrics  # noqa: E402
+from specdeploy.node.validation import check, metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -658,8 +658,8 @@ def test_installed_patched_vllm_serves_with_its_version_and_keys(tmp_path):
 
 def test_the_stand_in_reads_speculative_config_keys_as_the_preflight_does(tmp_path):
     """A ClassVar or an init=False field is no key pydantic accepts: the preflight's extractor
-    (specdeploy.node.speckeys) leaves it out, and the stand-in refuses it the same way."""
-    from specdeploy.node.speckeys import extract_fields
+    (specdeploy.node.patching.speckeys) leaves it out, and the stand-in refuses it the same way."""
+    from specdeploy.node.patching.speckeys import extract_fields
 
     site = _fake_release_site(tmp_path, allow_deepseek=True, eagle3_iface=True)
     source = site / "vllm" / "config" / "speculative.py"

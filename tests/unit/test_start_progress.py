@@ -1,4 +1,4 @@
-"""The load phases of a start, its ETA and downtime window (specdeploy.node.start_progress),
+"""The load phases of a start, its ETA and downtime window (specdeploy.node.service.start_progress),
 read from a real recorded vLLM 0.20.2 engine log and from the CI stand-in's own log."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from standin.harness import Standin
 
-from specdeploy.node import engine_log, start_progress
+from specdeploy.node.service import engine_log, start_progress
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.20.2-gpu-tier" / "runs"
 VLLM_TS = re.compile(r" (?:INFO|WARNING|ERROR|DEBUG) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) ")

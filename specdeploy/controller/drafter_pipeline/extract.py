@@ -25,7 +25,7 @@ from specdeploy.controller.drafter_pipeline.workdir import (
     atomic_write_json,
     chunk_name,
 )
-from specdeploy.node.patches import Manifest, version_key
+from specdeploy.node.patching.patches import Manifest, version_key
 
 STEP = "extract"
 SUFFIX = ".safetensors"

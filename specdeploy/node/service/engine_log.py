@@ -24,7 +24,8 @@ The periodic stats logger prints, for each interval with speculative work::
 
 CLI::
 
-    python -m specdeploy.node.engine_log ENGINE.log [--json]     # backends, aux layers, spec lines
+    python -m specdeploy.node.service.engine_log ENGINE.log [--json]     # backends, aux layers,
+    spec lines
 
 Exit codes: 0 parsed (something found), 1 the log names no attention backend, 2 usage error.
 """

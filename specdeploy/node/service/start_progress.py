@@ -2,13 +2,15 @@
 
 Reads the unit's journal since a time (systemd's own lines for the old server's stop and the new
 process, then the engine's: weights with the shards' percentage, torch.compile, CUDA graph
-capture, the API server, ready; specdeploy.node.engine_log knows the words) and waits, at most
+capture, the API server, ready; specdeploy.node.service.engine_log knows the words) and waits, at
+most
 ``--wait`` seconds, until the phase differs from ``--known`` (the deploy's last printed state),
 the server is ready or its process ended. The ETA comes from this node's recorded starts (the
 ``starts`` of every release manifest under ``--root``); when the start is ready, the downtime
 window (old server's stop to readiness) and its parts. Read-only: changes nothing.
 
-    python -m specdeploy.node.start_progress --unit vllm --since EPOCH --root /opt/specdeploy \\
+    python -m specdeploy.node.service.start_progress --unit vllm --since EPOCH --root
+    /opt/specdeploy \\
         [--known weights:50] [--wait 20] [--journal-file FILE] --json
 
 Exit codes: 0 a state was read, 2 usage or environment error (no journal).
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node import engine_log
+from specdeploy.node.service import engine_log
 
 # journalctl -o short-unix: "1733154000.123456 host identifier[pid]: message"
 _JOURNAL_LINE = re.compile(r"^(?P<at>\d+(?:\.\d+)?) \S+ [^:]+?: (?P<message>.*)$")
@@ -192,7 +194,7 @@ def follow(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="specdeploy.node.start_progress", description=__doc__.split("\n")[0]
+        prog="specdeploy.node.service.start_progress", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--unit", required=True, help="the service name (without .service)")
     parser.add_argument("--since", required=True, type=float, help="epoch seconds")

@@ -23,7 +23,8 @@ measurement with :class:`LoadgenError`: a throughput figure with silent gaps is 
 
 CLI (exit codes: 0 measured, 2 usage or environment error, e.g. server unreachable)::
 
-    python -m specdeploy.node.loadgen --base-url http://127.0.0.1:8000 --levels 1,4,16 --json
+    python -m specdeploy.node.validation.loadgen --base-url http://127.0.0.1:8000 --levels 1,4,16
+    --json
 """
 
 from __future__ import annotations
@@ -46,12 +47,9 @@ from specdeploy.node import jsontext
 
 ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 MIN_REQUESTS_PER_REPEAT = 8  # and at least two per worker: max(8, 2c)
-# Default prompt set: the toolkit's own (``prompts/prompts.jsonl`` beside the node package or,
-# before the package move of issue 16, beside ``specdeploy/``).
-_PROMPT_FILES = (
-    Path(__file__).resolve().parent / "prompts" / "prompts.jsonl",
-    Path(__file__).resolve().parent.parent / "prompts" / "prompts.jsonl",
-)
+# Default prompt set: the toolkit's own (``specdeploy/node/prompts/prompts.jsonl``, in the node
+# package beside this sub-package).
+_PROMPT_FILES = (Path(__file__).resolve().parents[1] / "prompts" / "prompts.jsonl",)
 
 
 class LoadgenError(Exception):
@@ -402,7 +400,7 @@ def _levels(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m specdeploy.node.loadgen",
+        prog="python -m specdeploy.node.validation.loadgen",
         description="Output tokens/s, TTFT and ITL per concurrency level (streamed requests).",
     )
     ap.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")

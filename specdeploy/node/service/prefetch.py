@@ -12,7 +12,8 @@ specdeploy_prefetch_model): ``auto`` only when they fit, ``always`` regardless o
 kernel evicts what does not fit), ``never``. Read-only for the files; changes nothing but the
 page cache.
 
-    python -m specdeploy.node.prefetch --mode auto --path /srv/models/target [--path DRAFTER] \\
+    python -m specdeploy.node.service.prefetch --mode auto --path /srv/models/target [--path
+    DRAFTER] \\
         [--reserve-gb 16] [--timeout-s 900] [--json]
 
 Exit codes: 0 read ahead or skipped with a reason, 2 usage error (a path that is no directory).
@@ -161,7 +162,7 @@ def report(result: Plan) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="specdeploy.node.prefetch", description=__doc__.split("\n")[0]
+        prog="specdeploy.node.service.prefetch", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--mode", choices=MODES, default="auto")
     parser.add_argument("--path", type=Path, action="append", default=[], required=True)

@@ -1,6 +1,7 @@
 """Static verification (AST, no torch import) that vLLM supports EAGLE-3 on DeepSeek/Kimi.
 
-Used after ``specdeploy.node.patches apply`` and for native versions (>= manifest native_from),
+Used after ``specdeploy.node.patching.patches apply`` and for native versions (>= manifest
+native_from),
 where the same facts must hold in upstream's own code. Checks:
 
 * allowlist: the speculative config accepts deepseek_v2/deepseek_v3/kimi_k2/kimi_k25 targets
@@ -19,7 +20,7 @@ where the same facts must hold in upstream's own code. Checks:
   (where it reads ``target.config.image_token_index`` at all);
 * every touched file byte-compiles and has no NEW undefined names vs pristine (pyflakes).
 
-CLI: ``python -m specdeploy.node.patch_verify --site-packages SP [--version X] [--json]``.
+CLI: ``python -m specdeploy.node.patching.patch_verify --site-packages SP [--version X] [--json]``.
 Node-side: stdlib + PyYAML + pyflakes.
 """
 
@@ -32,10 +33,17 @@ import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from specdeploy.node.patches import Manifest
+from specdeploy.node.patching.series import (
+    Manifest,
+    PatchError,
+    UsageError,
+    default_backup_dir,
+    default_site_packages,
+    detect_version,
+    pristine_sources,
+)
 
 SPEC = "vllm/config/speculative.py"
 DSV2 = "vllm/model_executor/models/deepseek_v2.py"
@@ -560,10 +568,7 @@ def check_compile_and_names(
 
 
 def verify(site_packages: Path, version: str, manifest: Manifest | None = None) -> Report:
-    from specdeploy.node.patches import Manifest as _M
-    from specdeploy.node.patches import Patcher, PatchError, default_backup_dir
-
-    m = manifest or _M.load(None)
+    m = manifest or Manifest.load(None)
     kind = m.kind(version)
     rep = Report(version, kind)
     sp = Path(site_packages)
@@ -588,7 +593,7 @@ def verify(site_packages: Path, version: str, manifest: Manifest | None = None) 
         targets = sorted(m.targets(version))
         pristine: dict[str, bytes] | None
         try:
-            pristine = Patcher(m, sp, version, default_backup_dir(sp)).pristine_sources()
+            pristine = pristine_sources(m, sp, version, default_backup_dir(sp))
         except (PatchError, OSError, UnicodeDecodeError) as exc:
             rep.add("pristine", False, f"cannot obtain pristine sources to compare: {exc}")
             pristine = None
@@ -602,8 +607,6 @@ def verify(site_packages: Path, version: str, manifest: Manifest | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specdeploy.node.patches import Manifest, UsageError, default_site_packages, detect_version
-
     ap = argparse.ArgumentParser(prog="vllm-patch-verify", description=__doc__)
     ap.add_argument("--site-packages")
     ap.add_argument("--version")

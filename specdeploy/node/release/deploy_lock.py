@@ -1,4 +1,4 @@
-"""The deploy lock's command line: ``python -m specdeploy.node.deploy_lock`` (the controller
+"""The deploy lock's command line: ``python -m specdeploy.node.release.deploy_lock`` (the controller
 asks it who runs and whether an owner is alive, roles/rollback/tasks/lock.yml).
 
 The logic is the collection's module_utils ``deploy_lock`` (plugins/module_utils/deploy_lock.py,
@@ -17,7 +17,7 @@ from specdeploy.node.module_utils.deploy_lock import acquire, alive, read_owner,
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="specdeploy.node.deploy_lock", description=__doc__.split("\n")[0]
+        prog="specdeploy.node.release.deploy_lock", description=__doc__.split("\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("acquire", help="take the node's deploy lock (on the node)")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m specdeploy.node.check smoke|acceptance|all --base-url http://127.0.0.1:PORT
+    python -m specdeploy.node.validation.check smoke|acceptance|all --base-url http://127.0.0.1:PORT
         --served-model-name NAME [--api-key-file F] [--prompts FILE] [--max-requests N]
         [--time-budget S] [--repeats N] [--max-tokens N] [--warmup N] [--concurrency N]
         [--endpoint chat|completions] [--temperature T] [--top-p P]
@@ -11,15 +11,16 @@ Usage::
         [--baseline-source knob|history|serving-release|baseline-start] [--previous-file F]
         [--speed-up-waiver REASON] [--no-spec-baseline] [--wait-ready S] [--node NAME]
         [--release ID] [--label KEY=VALUE ...] [--json] [--out FILE]
-    python -m specdeploy.node.check baseline --base-url U --served-model-name M
+    python -m specdeploy.node.validation.check baseline --base-url U --served-model-name M
         --levels 1,8,32 [--endpoint chat] [--min-window-s S] [--repeats N] [--max-tokens T]
         [--prompts FILE] --out FILE [--json]
 
 ``baseline`` measures whatever serves now (no gates) and writes a ``specdeploy.throughput/1``
-document (:mod:`specdeploy.node.speed`); exit 0, or 2 when it could not measure.
+document (:mod:`specdeploy.node.validation.speed`); exit 0, or 2 when it could not measure.
 
 With ``--levels`` the throughput, speed-up and latency (TTFT, ITL p50/p99 from streamed
-responses) are measured per concurrency level by :mod:`specdeploy.node.loadgen` and gated per
+responses) are measured per concurrency level by :mod:`specdeploy.node.validation.loadgen` and
+gated per
 level; without, one level (``--concurrency``) from the acceptance repeats. A speculative run
 never passes without a measured speed-up: no baseline -> exit 2 (or WAIVED with a waiver).
 
@@ -85,9 +86,10 @@ import sys
 import time
 from pathlib import Path
 
-from specdeploy.node import acceptance, cli, gate, loadgen, smoke, speed
+from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
-from specdeploy.node.result import new_result, now
+from specdeploy.node.validation import acceptance, gate, loadgen, smoke, speed
+from specdeploy.node.validation.result import new_result, now
 
 
 def default_release() -> str | None:
@@ -95,8 +97,8 @@ def default_release() -> str | None:
     if env:
         return env
     here = Path(__file__).resolve()
-    if here.parents[2].name == "toolkit":  # <release>/toolkit/specdeploy/node/check.py
-        manifest = here.parents[3] / "manifest.json"
+    if here.parents[3].name == "toolkit":  # <release>/toolkit/specdeploy/node/validation/check.py
+        manifest = here.parents[4] / "manifest.json"
         try:
             d = json.loads(manifest.read_text(encoding="utf-8"))
             rid = d.get("release_id") or d.get("id")
@@ -104,7 +106,7 @@ def default_release() -> str | None:
                 return rid
         except (OSError, ValueError):
             pass
-        return here.parents[3].name
+        return here.parents[4].name
     return None
 
 

@@ -1,4 +1,4 @@
-"""The release ledger's command line: ``python -m specdeploy.node.release`` on a node.
+"""The release ledger's command line: ``python -m specdeploy.node.release.ledger`` on a node.
 
 The logic is the collection's module_utils ``release`` (plugins/module_utils/release.py, here
 ``specdeploy.node.module_utils.release``); this file is only its argument parser and output.
@@ -28,7 +28,7 @@ from specdeploy.node.module_utils.release import (
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="specdeploy.node.release", description=__doc__.split("\n")[0]
+        prog="specdeploy.node.release.ledger", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--root", required=True, type=Path, help="the toolkit root on the node")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -25,7 +25,7 @@ Exit codes: 0 pass (or waived), 1 a gate failed, 2 could not measure.
 
 Preflight (runs on the controller before anything changes)::
 
-    python -m specdeploy.node.gate --validate GATES_FILE --num-speculative-tokens K \
+    python -m specdeploy.node.validation.gate --validate GATES_FILE --num-speculative-tokens K \
         --levels 1,8,32 [--waiver REASON] [--json]
 
 exits 0, or 2 with one line naming the key and the problem.
@@ -39,7 +39,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from specdeploy.node.acceptance import AcceptanceResult
+from specdeploy.node.validation.acceptance import AcceptanceResult
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -646,7 +646,7 @@ def evaluate(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m specdeploy.node.gate",
+        prog="python -m specdeploy.node.validation.gate",
         description="Validate a gates file before any change (preflight).",
     )
     p.add_argument("--validate", required=True, metavar="FILE", help="gates JSON or YAML")

@@ -1,12 +1,12 @@
 """The validation result (``specdeploy.validation/1``, docs/validation-schema.md): built here
 and nowhere else.
 
-``spec-check`` (specdeploy.node.check) fills one after measuring. When nothing could be
+``spec-check`` (specdeploy.node.validation.check) fills one after measuring. When nothing could be
 measured at all (the checker died before writing, the node was unreachable, its play failed),
 the roles call this module's CLI for the same shape with ``status: error`` and exit code 2, so
 the reports and the history never meet a hand-built copy:
 
-    python -m specdeploy.node.result not-measured --node NAME --reason TEXT \
+    python -m specdeploy.node.validation.result not-measured --node NAME --reason TEXT \
         [--release ID] [--base-url URL] [--served-model-name NAME] [--out FILE [--keep]]
 
 It prints the result as JSON; ``--out`` writes it too (``--keep``: only where no result is).

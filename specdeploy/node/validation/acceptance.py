@@ -27,10 +27,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from specdeploy.node import jsontext, metrics
-from specdeploy.node.smoke import Client, HttpError, completion_tokens
+from specdeploy.node import jsontext
+from specdeploy.node.validation import metrics
+from specdeploy.node.validation.smoke import Client, HttpError, completion_tokens
 
-DEFAULT_PROMPTS = Path(__file__).resolve().parent / "prompts" / "prompts.jsonl"
+DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "prompts.jsonl"
 
 
 @dataclass(frozen=True)

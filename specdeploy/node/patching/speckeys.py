@@ -3,7 +3,7 @@
 vLLM parses ``--speculative-config`` JSON into ``SpeculativeConfig(**d)``, a pydantic dataclass
 with ``extra="forbid"``: any key that is not an init field is an error. The set of fields
 changes between versions, so the keys are extracted from ``vllm/config/speculative.py`` of
-the real wheel (``python -m specdeploy.node.speckeys --file PATH``; from a cached wheel:
+the real wheel (``python -m specdeploy.node.patching.speckeys --file PATH``; from a cached wheel:
 ``python -m specdeploy.controller.wheel_facts 0.16.0``) and recorded in
 ``patches/vllm/manifest.yml``; a test keeps the manifest equal to the extraction.
 

@@ -1,4 +1,4 @@
-"""The steady-node check's command line: ``python -m specdeploy.node.steady``.
+"""The steady-node check's command line: ``python -m specdeploy.node.release.steady``.
 
 The logic is the collection's module_utils ``steady`` (plugins/module_utils/steady.py, here
 ``specdeploy.node.module_utils.steady``); this file is only its argument parser and output.

@@ -5,7 +5,8 @@ toolkit; the controller's reports (specdeploy.controller.report --prom) write th
 One sample per label set: the newest result per (node, release, model), and per node its newest
 result of all, so node_exporter never sees a series twice.
 
-    python -m specdeploy.node.textfile RESULT.json... --out FILE    # exit 0, or 2: bad input
+    python -m specdeploy.node.validation.textfile RESULT.json... --out FILE    # exit 0, or 2: bad
+    input
 """
 
 from __future__ import annotations

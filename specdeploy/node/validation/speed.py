@@ -1,6 +1,7 @@
 """Throughput per concurrency level: measuring it, and reading baselines and previous runs.
 
-Node side, standard library only. The measurement is :mod:`specdeploy.node.loadgen`'s (streamed
+Node side, standard library only. The measurement is :mod:`specdeploy.node.validation.loadgen`'s
+(streamed
 requests, ``c`` workers, repeats); this module turns it into the documents the deploy flow
 passes around:
 
@@ -21,9 +22,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdeploy.node import loadgen, metrics
-from specdeploy.node.acceptance import Prompt
-from specdeploy.node.smoke import Client
+from specdeploy.node.validation import loadgen, metrics
+from specdeploy.node.validation.acceptance import Prompt
+from specdeploy.node.validation.smoke import Client
 
 THROUGHPUT_SCHEMA = "specdeploy.throughput/1"
 BASELINE_SOURCES = ("knob", "history", "serving-release", "baseline-start")
