@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,6 +173,44 @@ class Advice:
     draft_s: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     fixed_share: float = FIXED_SHARE
+    # per measured level: the no-speculation step (s) and the k-independent overhead (s);
+    # what speed_up_at interpolates between levels
+    step_nospec: dict[int, float] = field(default_factory=dict)
+    fixed_s: dict[int, float] = field(default_factory=dict)
+    all_rates: list[float] = field(default_factory=list)
+
+    def _between(self, c: float, values: dict[int, float]) -> float:
+        """Linear interpolation in log(c) between the measured levels; flat outside them."""
+        lv = sorted(values)
+        if c <= lv[0]:
+            return values[lv[0]]
+        if c >= lv[-1]:
+            return values[lv[-1]]
+        for lo, hi in itertools.pairwise(lv):
+            if lo <= c <= hi:
+                w = (math.log(c) - math.log(lo)) / (math.log(hi) - math.log(lo))
+                return values[lo] * (1 - w) + values[hi] * w
+        raise AssertionError("unreachable")
+
+    def speed_up_at(self, c: float, k: int) -> float:
+        """Predicted speed-up of k at any batch size c (k = 0: 1.0). At a measured level it is
+        the table's cell; between levels the model's target passes at c and c * (k + 1), the
+        no-speculation step scaled by the neighbouring levels' measured/fitted ratio, and their
+        overheads interpolated in log(c); beyond the outermost levels those of the nearest one."""
+        if k == 0:
+            return 1.0
+        if int(c) == c and int(c) in self.levels:
+            return self.levels[int(c)][k - 1].speed_up
+        ratio = self._between(
+            c, {lv: s / self.target.step_s(lv) for lv, s in self.step_nospec.items()}
+        )
+        nospec = ratio * self.target.step_s(c)
+        step = (
+            self.target.step_s(c * (k + 1))
+            + self._between(c, self.fixed_s)
+            + k * self._between(c, self.draft_s)
+        )
+        return (1.0 + sum(self.all_rates[:k])) * nospec / step
 
     def recommended(self, c: int) -> int:
         """Best k at level c; 0 when no k beats speculation off."""
@@ -238,7 +277,7 @@ def advise(
     all_rates, n_measured = extend_rates(rates, k_max)
     step_nospec = {c: c / nospec_tps[c] for c in levels}
     target = fit_target(step_nospec, n_experts, top_k)
-    adv = Advice(deployed, list(rates), target, fixed_share=fixed_share)
+    adv = Advice(deployed, list(rates), target, fixed_share=fixed_share, all_rates=all_rates)
     if n_experts == 0:
         adv.notes.append("dense target assumed (no --experts): verification cost grows per token")
     for c in levels:
@@ -249,6 +288,8 @@ def advise(
         fixed = fixed_share * overhead
         draft = (overhead - fixed) / deployed
         adv.draft_s[c] = draft
+        adv.fixed_s[c] = fixed
+        adv.step_nospec[c] = step_nospec[c]
         preds = []
         for k in range(1, k_max + 1):
             step = target.step_s(c * (k + 1)) + fixed + k * draft
@@ -429,22 +470,27 @@ def gather(a: argparse.Namespace) -> tuple[list[float], dict[int, float], dict[i
     return rates, spec, base
 
 
+def advice_from_args(a: argparse.Namespace) -> Advice:
+    """The Advice for parsed CLI arguments (also the schedule CLI's input)."""
+    rates, spec, base = gather(a)
+    experts, top_k = a.experts, a.top_k
+    if a.target_config:
+        experts, top_k = _experts_from_config(a.target_config)
+    return advise(
+        rates,
+        spec,
+        base,
+        n_experts=experts,
+        top_k=top_k,
+        k_max=a.k_max,
+        fixed_share=a.fixed_share,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        rates, spec, base = gather(a)
-        experts, top_k = a.experts, a.top_k
-        if a.target_config:
-            experts, top_k = _experts_from_config(a.target_config)
-        adv = advise(
-            rates,
-            spec,
-            base,
-            n_experts=experts,
-            top_k=top_k,
-            k_max=a.k_max,
-            fixed_share=a.fixed_share,
-        )
+        adv = advice_from_args(a)
     except AdviceInputError as e:
         print(f"advisor: {e}", file=sys.stderr)
         return 2
