@@ -39,6 +39,7 @@ Exit codes: 0 a table, 2 bad or missing input (one line naming it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -77,9 +78,20 @@ class TargetModel:
     top_k: int
     how: str  # how it was obtained (fit over levels, or an assumption)
 
+    token_share: float = 1.0  # share of t that is per token (the rest: per request)
+
     def step_s(self, tokens: float) -> float:
         return (
             self.a + self.e * distinct_experts(self.n_experts, self.top_k, tokens) + self.t * tokens
+        )
+
+    def verify_s(self, c: float, k: int) -> float:
+        """A verification pass: c requests of k + 1 tokens each."""
+        tokens = c * (k + 1)
+        return (
+            self.a
+            + self.e * distinct_experts(self.n_experts, self.top_k, tokens)
+            + self.t * c * (1 + self.token_share * k)
         )
 
 
@@ -206,7 +218,7 @@ class Advice:
         )
         nospec = ratio * self.target.step_s(c)
         step = (
-            self.target.step_s(c * (k + 1))
+            self.target.verify_s(c, k)
             + self._between(c, self.fixed_s)
             + k * self._between(c, self.draft_s)
         )
@@ -253,6 +265,7 @@ def advise(
     top_k: int = 0,
     k_max: int | None = None,
     fixed_share: float = FIXED_SHARE,
+    token_share: float = 1.0,
 ) -> Advice:
     """The table (see the module docstring). ``rates``: per-position acceptance at the deployed
     k = len(rates); the tps maps: output tokens/s by concurrency level."""
@@ -276,14 +289,14 @@ def advise(
     k_max = k_max or max(deployed + 2, 5)
     all_rates, n_measured = extend_rates(rates, k_max)
     step_nospec = {c: c / nospec_tps[c] for c in levels}
-    target = fit_target(step_nospec, n_experts, top_k)
+    target = dataclasses.replace(fit_target(step_nospec, n_experts, top_k), token_share=token_share)
     adv = Advice(deployed, list(rates), target, fixed_share=fixed_share, all_rates=all_rates)
     if n_experts == 0:
         adv.notes.append("dense target assumed (no --experts): verification cost grows per token")
     for c in levels:
         per_step = 1.0 + sum(rates)
         measured_step = c * per_step / spec_tps[c]
-        t_deployed = target.step_s(c * (deployed + 1))
+        t_deployed = target.verify_s(c, deployed)
         overhead = max(0.0, measured_step - t_deployed)
         fixed = fixed_share * overhead
         draft = (overhead - fixed) / deployed
@@ -292,7 +305,7 @@ def advise(
         adv.step_nospec[c] = step_nospec[c]
         preds = []
         for k in range(1, k_max + 1):
-            step = target.step_s(c * (k + 1)) + fixed + k * draft
+            step = target.verify_s(c, k) + fixed + k * draft
             if k == deployed:
                 step = measured_step  # the measurement itself, also when the fit undershoots
             su = (1.0 + sum(all_rates[:k])) * step_nospec[c] / step
