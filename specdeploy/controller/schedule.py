@@ -27,6 +27,7 @@ import json
 import math
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from specdeploy.controller import advisor
 
@@ -171,6 +172,181 @@ def to_dict(d: Derived, adv: advisor.Advice) -> dict[str, object]:
             if c in d.predicted
         },
         "deployed_k": adv.deployed_k,
+    }
+
+
+KEY = "num_speculative_tokens_per_batch_size"
+
+
+def first_dynamic_version(manifest_versions: dict[str, dict[str, object]]) -> str | None:
+    """The oldest version in the manifest whose SpeculativeConfig has the schedule key."""
+    from specdeploy.node.versions import version_key
+
+    found = [
+        v
+        for v, e in manifest_versions.items()
+        if KEY in (e.get("speculative_config_keys") or [])  # type: ignore[operator]
+    ]
+    return min(found, key=version_key) if found else None
+
+
+def parse_knob(value: object) -> str | Schedule:
+    """specdeploy_speculative_schedule: 'off' (or empty/None/false), 'auto', or a schedule (a
+    list, or its JSON text)."""
+    if value is None or value is False or value == "" or value == "off":
+        return "off"
+    if value == "auto":
+        return "auto"
+    return validate(value, "specdeploy_speculative_schedule")
+
+
+def latest_sweep(
+    db: str, node: str, model: str
+) -> tuple[dict[str, object], list[float], dict[int, float], dict[int, float]] | None:
+    """The newest recorded run of this node and model that measured speed levels WITH
+    speculation, each with its no-speculation baseline, and the per-position acceptance: (run,
+    rates, spec tps, baseline tps). Its gate verdict does not matter (a failed gate is a
+    measurement too); a run with a schedule in force (label k_schedule) is not one k's sweep
+    and is skipped, so a second deploy with auto derives the same schedule."""
+    from specdeploy.controller import history
+
+    conn = history.connect(db)
+    try:
+        for r in reversed(history.runs(conn, node, with_result=True)):
+            res = r["result"]
+            if r.get("model") != model or not isinstance(res, dict):
+                continue
+            if (res.get("labels") or {}).get("k_schedule"):
+                continue  # measured with a schedule in force: not one k's sweep
+            speed = res.get("speed") if isinstance(res.get("speed"), dict) else {}
+            if speed.get("speculative") is False:
+                continue
+            rates = (res.get("acceptance") or {}).get("per_position_acceptance")
+            spec, base = {}, {}
+            for lv in speed.get("levels") or []:
+                c, tps, b = lv.get("concurrency"), lv.get("output_tps"), lv.get("baseline_tps")
+                if isinstance(c, int) and _positive(tps) and _positive(b):
+                    spec[c], base[c] = float(tps), float(b)
+            if rates and spec:
+                return r, [float(x) for x in rates], spec, base
+    finally:
+        conn.close()
+    return None
+
+
+def _positive(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def resolve(
+    value: object,
+    *,
+    version: str,
+    entry: dict[str, object],
+    manifest_versions: dict[str, dict[str, object]],
+    history_db: str = "",
+    node: str = "",
+    model: str = "",
+    max_num_seqs: int = 256,
+    experts: int = 0,
+    top_k: int = 0,
+    data_parallel_size: int = 1,
+) -> dict[str, object]:
+    """What the preflight needs: {"mode": off|auto|explicit, "schedule", "describe",
+    "speculative_config" (the keys to merge into --speculative-config), "source"}. Raises
+    ScheduleError with a one-line message naming the knob."""
+    knob = parse_knob(value)
+    if knob == "off":
+        return {
+            "mode": "off",
+            "schedule": None,
+            "describe": "off",
+            "speculative_config": {},
+            "message": "off (one k at every load)",
+        }
+    if KEY not in (entry.get("speculative_config_keys") or []):  # type: ignore[operator]
+        first = first_dynamic_version(manifest_versions)
+        raise ScheduleError(
+            f"specdeploy_speculative_schedule needs vLLM's {KEY} (k by batch size), which vLLM "
+            f"{version} does not have; the first version with it is {first or 'none known'}"
+        )
+    dyn = entry.get("dynamic_k") or {}
+    if data_parallel_size > 1 and isinstance(dyn, dict):
+        if str(dyn.get("data_parallel", "")).startswith("no guard"):
+            raise ScheduleError(
+                f"specdeploy_speculative_schedule with data parallel size {data_parallel_size}: "
+                f"vLLM {version} does not guard it (ranks may pick different k and hang); "
+                f"use one data-parallel rank or a version that falls back to static k (0.26.0)"
+            )
+        raise ScheduleError(
+            f"specdeploy_speculative_schedule with data parallel size {data_parallel_size}: "
+            f"vLLM {version} ignores the schedule with data parallelism (static max k); "
+            f"set specdeploy_speculative_schedule=off and choose one k"
+        )
+    source: dict[str, object] = {}
+    if knob == "auto":
+        if not history_db or not Path(history_db).is_file():
+            raise ScheduleError(
+                f"specdeploy_speculative_schedule=auto: no history at {history_db or '(none)'}"
+                f" to derive it from; deploy a static k first (its validation measures every "
+                f"level) or give the schedule as a list"
+            )
+        found = latest_sweep(history_db, node, model)
+        if found is None:
+            raise ScheduleError(
+                f"specdeploy_speculative_schedule=auto: no measured sweep with speculation of "
+                f"{node} ({model}) in {history_db}; deploy a static k first (its validation "
+                f"measures every level) or give the schedule as a list"
+            )
+        run, rates, spec, base = found
+        try:
+            adv = advisor.advise(rates, spec, base, n_experts=experts, top_k=top_k)
+        except advisor.AdviceInputError as e:
+            raise ScheduleError(f"specdeploy_speculative_schedule=auto: {e}") from None
+        d = derive(adv, max_num_seqs)
+        if max_k(d.schedule) == 0:
+            raise ScheduleError(
+                f"specdeploy_speculative_schedule=auto: the sweep of {node} "
+                f"(run {run['run_id']}, {run['started_at']}) predicts no k beating "
+                f"speculation off at any batch size; deploy with speculation off"
+            )
+        sched = d.schedule
+        labels = (run["result"].get("labels") or {}) if isinstance(run["result"], dict) else {}
+        source = {
+            "run_id": run["run_id"],
+            "started_at": run["started_at"],
+            "release": run["release"],
+            "deployed_k": adv.deployed_k,
+            "levels": sorted(adv.levels),
+            "labels": labels,
+            "predicted_speed_up": {
+                str(c): round(d.predicted[c], 3) for c in sorted(adv.levels) if c in d.predicted
+            },
+        }
+    else:
+        sched = knob  # type: ignore[assignment]
+        labels = {}
+    if knob == "auto":
+        message = (
+            f"auto: {describe(sched)} (from run {str(source['run_id'])[:12]} of "
+            f"{source['started_at']}, k={source['deployed_k']} measured at c="
+            f"{','.join(str(c) for c in source['levels'])}"  # type: ignore[union-attr]
+            + (f", {labels.get('hardware')}" if labels.get("hardware") else "")
+            + (f", {labels.get('parallel')}" if labels.get("parallel") else "")
+            + ")"
+        )
+    else:
+        message = f"explicit: {describe(sched)}"
+    return {
+        "mode": "auto" if knob == "auto" else "explicit",
+        "schedule": [list(r) for r in sched],
+        "describe": describe(sched),
+        "message": message,
+        "speculative_config": {
+            "num_speculative_tokens": max_k(sched),
+            KEY: [list(r) for r in sched],
+        },
+        "source": source,
     }
 
 
