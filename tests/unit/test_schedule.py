@@ -111,3 +111,103 @@ def test_cli_prints_the_vllm_list_and_json(capsys):
     assert d["num_speculative_tokens"] == max(k for _, _, k in parsed)
     assert schedule.main([*argv[:-2], "--max-num-seqs", "0"]) == 2
     assert "max_num_seqs 0" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the knob
+
+
+def _manifest():
+    from specdeploy.node.patches import Manifest
+
+    return Manifest.load(None)
+
+
+def _result(node: str, k: int, started: str, labels: dict[str, str] | None = None) -> dict:
+    """A validation result as the deploy records it, with the recorded H200 sweep's figures."""
+    runs = json.loads((MOE / "results.json").read_text())["runs"]
+    base = {lv["concurrency"]: lv["output_tps"] for lv in runs["nospec"]["sweep"]["levels"]}
+    rates = advisor.rates_from_metrics(str(MOE / "runs" / f"spec-k{k}" / "metrics.txt"), "moe-dsv3")
+    levels = [
+        {"concurrency": lv["concurrency"], "output_tps": lv["output_tps"],
+         "baseline_tps": base[lv["concurrency"]]}
+        for lv in runs[f"spec-k{k}"]["sweep"]["levels"]
+    ]  # fmt: skip
+    return {
+        "run_id": f"{node}-k{k}-{started}", "node": node, "release": f"rel-k{k}",
+        "served_model_name": "moe-dsv3", "started_at": started, "status": "fail",
+        "labels": {"hardware": "NVIDIA H200", "parallel": "tp=1,pp=1", **(labels or {})},
+        "acceptance": {"status": "ok", "per_position_acceptance": rates},
+        "speed": {"speculative": True, "levels": levels},
+    }  # fmt: skip
+
+
+def test_the_first_version_with_dynamic_k_comes_from_the_manifest():
+    versions = _manifest().versions()
+    assert schedule.first_dynamic_version(versions) == "0.24.0"
+    assert schedule.KEY not in versions["0.23.0"]["speculative_config_keys"]
+    facts = versions["0.26.0"]["dynamic_k"]
+    assert facts["rules"] == dict.fromkeys(facts["rules"], True)
+    assert facts["k0_drafter_pass"] is True
+    assert facts["data_parallel"].startswith("disabled")
+    assert versions["0.24.0"]["dynamic_k"]["data_parallel"].startswith("no guard")
+
+
+@pytest.mark.parametrize("version", ["0.20.2", "0.23.0"])
+def test_a_schedule_on_a_version_without_dynamic_k_is_one_line_naming_the_first(version, capsys):
+    from specdeploy.controller import inputs
+
+    argv = ["--vllm-version", version, "--drafter-path", "/d",
+            "--speculative-config-json", '{"method": "eagle3", "num_speculative_tokens": 3}',
+            "--speculative-schedule-json", "[[1, 4, 0], [5, 256, 3]]"]  # fmt: skip
+    assert inputs.main(argv) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1
+    assert f"vLLM {version} does not have" in out[0] and "first version with it is 0.24.0" in out[0]
+    # speculation off: the schedule does not matter
+    assert inputs.main([*argv, "--no-speculation"]) == 0
+
+
+def test_an_explicit_schedule_on_0_26_is_served_with_its_largest_k(capsys):
+    from specdeploy.controller import inputs
+
+    argv = ["--vllm-version", "0.26.0", "--drafter-path", "/d", "--json",
+            "--speculative-config-json", '{"method": "eagle3", "num_speculative_tokens": 5}',
+            "--speculative-schedule-json", "[[1, 4, 0], [5, 16, 3], [17, 256, 2]]"]  # fmt: skip
+    assert inputs.main(argv) == 0
+    sched = json.loads(capsys.readouterr().out)["vllm"]["schedule"]
+    assert sched["mode"] == "explicit"
+    assert sched["speculative_config"] == {
+        "num_speculative_tokens": 3,
+        "num_speculative_tokens_per_batch_size": [[1, 4, 0], [5, 16, 3], [17, 256, 2]],
+    }
+    plain = [a for a in argv if a != "--json"]
+    assert inputs.main([*plain[:-1], "[[1, 4, 0], [4, 256, 3]]"]) == 1
+    assert "overlap at 4" in capsys.readouterr().out
+    assert inputs.main([*plain, "--data-parallel-size", "2"]) == 1
+    assert "ignores the schedule with data parallelism" in capsys.readouterr().out
+
+
+def test_auto_derives_from_the_nodes_latest_static_sweep(tmp_path):
+    from specdeploy.controller import history
+
+    db = tmp_path / "history.sqlite"
+    conn = history.connect(db)
+    history.record(conn, _result("gpu1", 1, "2026-12-03T14:05:00Z"))
+    history.record(conn, _result("gpu1", 3, "2026-12-03T14:09:00Z"))
+    history.record(conn, _result("gpu2", 5, "2026-12-03T14:20:00Z"))  # another node
+    # a run with a schedule in force is not a static sweep: auto skips it
+    history.record(conn, _result("gpu1", 5, "2026-12-03T14:30:00Z", {"k_schedule": "[[1,4,0]]"}))
+    conn.close()
+    m = _manifest()
+    kw = {"version": "0.26.0", "entry": m.entry("0.26.0"), "manifest_versions": m.versions(),
+          "history_db": str(db), "node": "gpu1", "model": "moe-dsv3",
+          "experts": 64, "top_k": 8}  # fmt: skip
+    got = schedule.resolve("auto", **kw)
+    assert got["mode"] == "auto" and got["source"]["run_id"] == "gpu1-k3-2026-12-03T14:09:00Z"
+    expected = schedule.derive(_recorded(3), 256).schedule
+    assert got["schedule"] == [list(r) for r in expected]
+    assert "k=3 measured at c=1,4,16,64" in got["message"] and "NVIDIA H200" in got["message"]
+    # the same history gives the same schedule (a second deploy plans the same release)
+    assert schedule.resolve("auto", **kw) == got
+    with pytest.raises(schedule.ScheduleError, match="no measured sweep with speculation of gpu3"):
+        schedule.resolve("auto", **{**kw, "node": "gpu3"})
