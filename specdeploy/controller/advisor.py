@@ -14,12 +14,16 @@ it predicts, per level ``c`` and for every k from 1 to ``--k-max``::
     target(T)        = a + e * E[distinct experts](T) + t * T  (fitted to step_nospec over c)
     E[distinct](T)   = E * (1 - (1 - top_k / E) ** T)          (MoESD, arXiv 2505.19645)
     overhead(c)      = step_spec(c, K) - target(c * (K + 1))      (drafting, sampling, ...)
-    draft(c)         = (1 - FIXED_SHARE) * overhead(c) / K          (per drafter step)
-    step_spec(c, k)  = target(c * (k + 1)) + FIXED_SHARE * overhead(c) + k * draft(c)
+    draft(c)         = overhead(c) / (FIXED_STEPS + K)              (per drafter step)
+    step_spec(c, k)  = target(c * (k + 1)) + (FIXED_STEPS + k) * draft(c)
     speed_up(c, k)   = (1 + sum(r[:k])) * step_nospec(c) / step_spec(c, k)
 
-FIXED_SHARE (0.25): the part of the speculative overhead that does not scale with k,
-calibrated on the two H200 recordings (docs/advisor.md).
+FIXED_STEPS (1.5): what a speculative step costs beyond its k drafter steps whatever k is (the
+drafter's first pass over the verified tokens, rejection sampling, bookkeeping), in drafter
+steps, calibrated on the two H200 recordings (docs/advisor.md). The earlier model took a fixed
+SHARE of the deployed K's overhead (``--fixed-share``), which makes the drafter step of the
+same node depend on which K was deployed (75% of the overhead on one step at K=1, 15% per step
+at K=5): larger k came out 13-25% low.
 
 Smaller k use the measured rates of their positions (a drafter's position i does not depend
 on later ones); larger k continue the last two positions' ratio and are marked extrapolated.
@@ -50,9 +54,12 @@ from pathlib import Path
 from specdeploy.node import metrics
 
 SCHEMA = "specdeploy.advice/1"
-# Share of a step's speculative overhead that does not shrink with k (rejection sampling, the
-# drafter's pass over the accepted tokens, scheduling): 0.25 predicts the other k's recorded
-# speed-ups best on both H200 recordings (mean |log error| 0.158 and 0.127; 0: 0.175, 0.196).
+# What a speculative step costs beyond its k drafter steps, whatever k (the drafter's first pass
+# over the verified tokens, rejection sampling, scheduling), in drafter steps: 1.5 predicts the
+# other k's recorded speed-ups best on both H200 recordings (mean |log error| 0.099 and 0.142;
+# 1: 0.104, 0.143; 2: 0.100, 0.144; the old fixed share 0.25: 0.127, 0.158).
+FIXED_STEPS = 1.5
+# The earlier model (--fixed-share): a fixed share of the deployed K's overhead.
 FIXED_SHARE = 0.25
 
 
@@ -184,7 +191,8 @@ class Advice:
     levels: dict[int, list[Prediction]] = field(default_factory=dict)
     draft_s: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    fixed_share: float = FIXED_SHARE
+    fixed_share: float | None = None
+    fixed_steps: float | None = FIXED_STEPS
     # per measured level: the no-speculation step (s) and the k-independent overhead (s);
     # what speed_up_at interpolates between levels
     step_nospec: dict[int, float] = field(default_factory=dict)
@@ -235,6 +243,7 @@ class Advice:
             "deployed_k": self.deployed_k,
             "per_position_acceptance": [round(r, 4) for r in self.rates],
             "fixed_share": self.fixed_share,
+            "fixed_steps": self.fixed_steps,
             "target_model": {
                 "a_s": self.target.a,
                 "expert_s": self.target.e,
@@ -264,8 +273,9 @@ def advise(
     n_experts: int = 0,
     top_k: int = 0,
     k_max: int | None = None,
-    fixed_share: float = FIXED_SHARE,
+    fixed_share: float | None = None,
     token_share: float = 1.0,
+    fixed_steps: float = FIXED_STEPS,
 ) -> Advice:
     """The table (see the module docstring). ``rates``: per-position acceptance at the deployed
     k = len(rates); the tps maps: output tokens/s by concurrency level."""
@@ -281,8 +291,10 @@ def advise(
             f"no level measured both with speculation {sorted(spec_tps)} and without "
             f"{sorted(nospec_tps)}"
         )
-    if not 0 <= fixed_share < 1:
+    if fixed_share is not None and not 0 <= fixed_share < 1:
         raise AdviceInputError(f"fixed share {fixed_share}: want a fraction in [0, 1)")
+    if not 0 <= fixed_steps < 100:
+        raise AdviceInputError(f"fixed steps {fixed_steps}: want a number in [0, 100)")
     if (n_experts > 0) != (top_k > 0) or top_k > n_experts:
         raise AdviceInputError(f"experts {n_experts} / top-k {top_k}: give both, top-k <= experts")
     deployed = len(rates)
@@ -290,7 +302,14 @@ def advise(
     all_rates, n_measured = extend_rates(rates, k_max)
     step_nospec = {c: c / nospec_tps[c] for c in levels}
     target = dataclasses.replace(fit_target(step_nospec, n_experts, top_k), token_share=token_share)
-    adv = Advice(deployed, list(rates), target, fixed_share=fixed_share, all_rates=all_rates)
+    adv = Advice(
+        deployed,
+        list(rates),
+        target,
+        fixed_share=fixed_share,
+        fixed_steps=None if fixed_share is not None else fixed_steps,
+        all_rates=all_rates,
+    )
     if n_experts == 0:
         adv.notes.append("dense target assumed (no --experts): verification cost grows per token")
     for c in levels:
@@ -298,8 +317,12 @@ def advise(
         measured_step = c * per_step / spec_tps[c]
         t_deployed = target.verify_s(c, deployed)
         overhead = max(0.0, measured_step - t_deployed)
-        fixed = fixed_share * overhead
-        draft = (overhead - fixed) / deployed
+        if fixed_share is not None:  # the earlier model: a share of the deployed K's overhead
+            fixed = fixed_share * overhead
+            draft = (overhead - fixed) / deployed
+        else:  # the fixed part as a number of drafter steps: overhead = (f + K) * draft
+            draft = overhead / (fixed_steps + deployed)
+            fixed = fixed_steps * draft
         adv.draft_s[c] = draft
         adv.fixed_s[c] = fixed
         adv.step_nospec[c] = step_nospec[c]
@@ -425,8 +448,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fixed-share",
         type=float,
-        default=FIXED_SHARE,
-        help=f"share of the speculative overhead that does not scale with k ({FIXED_SHARE})",
+        default=None,
+        help=f"the earlier model: this share of the deployed k's overhead does not scale with k "
+        f"(was {FIXED_SHARE}); default: --fixed-steps",
+    )
+    p.add_argument(
+        "--fixed-steps",
+        type=float,
+        default=FIXED_STEPS,
+        help=f"a speculative step's cost beyond its k drafter steps, in drafter steps "
+        f"({FIXED_STEPS})",
     )
     p.add_argument("--title", default="")
     p.add_argument("--json", action="store_true")
@@ -497,6 +528,7 @@ def advice_from_args(a: argparse.Namespace) -> Advice:
         top_k=top_k,
         k_max=a.k_max,
         fixed_share=a.fixed_share,
+        fixed_steps=a.fixed_steps,
     )
 
 
