@@ -506,9 +506,15 @@ def gather(a: argparse.Namespace) -> tuple[list[float], dict[int, float], dict[i
             raise AdviceInputError("--history needs --node and --model")
         if not Path(a.history).exists():
             raise AdviceInputError(f"--history {a.history}: no such file")
-        base = history.baseline_levels(a.history, a.node, a.model, a.parallel, a.hardware)
+        base, sources = history.baseline_levels_with_sources(
+            a.history, a.node, a.model, a.parallel, a.hardware
+        )
         if not base:
             raise AdviceInputError(f"--history {a.history}: no no-spec baseline for {a.node}")
+        a.notes = history.mixing_notes(sources)
+        for flag, value in (("--parallel", a.parallel), ("--hardware", a.hardware)):
+            if value is None:
+                a.notes.append(f"the history's baseline was not matched by {flag}")
     else:
         raise AdviceInputError("give --baseline-file, --baseline-tps or --history")
     return rates, spec, base
@@ -520,7 +526,7 @@ def advice_from_args(a: argparse.Namespace) -> Advice:
     experts, top_k = a.experts, a.top_k
     if a.target_config:
         experts, top_k = _experts_from_config(a.target_config)
-    return advise(
+    adv = advise(
         rates,
         spec,
         base,
@@ -530,6 +536,8 @@ def advice_from_args(a: argparse.Namespace) -> Advice:
         fixed_share=a.fixed_share,
         fixed_steps=a.fixed_steps,
     )
+    adv.notes += getattr(a, "notes", [])
+    return adv
 
 
 def main(argv: list[str] | None = None) -> int:

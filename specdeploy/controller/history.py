@@ -273,14 +273,27 @@ def baseline_levels(
     """No-speculation output tokens/s by concurrency level for this node, model, parallel
     sizes and hardware (labels ``parallel`` / ``hardware``; None matches any); the newest
     passed no-speculation run that measured a level gives that level. {} when none."""
+    return baseline_levels_with_sources(db, node, model, parallel, hardware)[0]
+
+
+def baseline_levels_with_sources(
+    db: sqlite3.Connection | str | Path,
+    node: str,
+    model: str,
+    parallel: str | None,
+    hardware: str | None,
+) -> tuple[dict[int, float], dict[int, dict[str, str]]]:
+    """baseline_levels and, per level, the run it came from (run_id, started_at, hardware,
+    parallel labels): what a consumer must say when the levels mix runs."""
     conn = db if isinstance(db, sqlite3.Connection) else connect(db)
     try:
         found: dict[int, float] = {}
+        sources: dict[int, dict[str, str]] = {}
         q = (
-            "SELECT result_json FROM runs WHERE node = ? AND model = ? AND status = 'pass' "
-            "ORDER BY started_at DESC, id DESC"
+            "SELECT run_id, started_at, result_json FROM runs WHERE node = ? AND model = ? "
+            "AND status = 'pass' ORDER BY started_at DESC, id DESC"
         )
-        for (blob,) in conn.execute(q, (node, model)):
+        for run_id, started_at, blob in conn.execute(q, (node, model)):
             r = json.loads(blob)
             labels = r.get("labels") or {}
             if not _is_no_spec(r):
@@ -290,11 +303,49 @@ def baseline_levels(
             if hardware is not None and labels.get("hardware") != hardware:
                 continue
             for c, tps in _levels_tps(r).items():
-                found.setdefault(c, tps)
-        return found
+                if c not in found:
+                    found[c] = tps
+                    sources[c] = {
+                        "run_id": str(run_id),
+                        "started_at": str(started_at or ""),
+                        "hardware": str(labels.get("hardware") or ""),
+                        "parallel": str(labels.get("parallel") or ""),
+                    }
+        return found, sources
     finally:
         if conn is not db:
             conn.close()
+
+
+def mixing_notes(sources: dict[int, dict[str, str]], max_days: float = 7.0) -> list[str]:
+    """What a baseline assembled from several runs mixes: other GPUs, other parallel layouts,
+    runs measured more than ``max_days`` apart (one line each, empty when it mixes nothing)."""
+    import datetime as _dt
+
+    notes: list[str] = []
+    runs = {s["run_id"]: s for s in sources.values()}
+    if len(runs) <= 1:
+        return notes
+    for key, what in (("hardware", "GPUs"), ("parallel", "parallel layouts")):
+        vals = sorted({s[key] or "(unlabelled)" for s in runs.values()})
+        if len(vals) > 1:
+            notes.append(f"the no-speculation baseline mixes {what}: {', '.join(vals)}")
+    stamps = []
+    for s in runs.values():
+        try:
+            stamps.append(_dt.datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")))
+        except ValueError:
+            continue
+    if len(stamps) >= 2 and (max(stamps) - min(stamps)).total_seconds() > max_days * 86400:
+        days = (max(stamps) - min(stamps)).total_seconds() / 86400
+        notes.append(
+            f"the no-speculation baseline mixes runs measured {days:.0f} days apart "
+            f"({min(stamps).date()} .. {max(stamps).date()})"
+        )
+    levels = ", ".join(f"c={c}: {s['run_id'][:12]}" for c, s in sorted(sources.items()))
+    if notes:
+        notes.append(f"baseline levels by run: {levels}")
+    return notes
 
 
 def previous_release_run(conn: sqlite3.Connection, result: dict[str, Any]) -> dict[str, Any] | None:
