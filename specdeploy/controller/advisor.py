@@ -265,6 +265,87 @@ class Advice:
         }
 
 
+@dataclass(frozen=True)
+class Mix:
+    """The one k that maximises the time-weighted mean speed-up of a load profile, and what a
+    schedule (vLLM with dynamic k) would gain over it at each level."""
+
+    shares: dict[int, float]  # normalised share of time per level
+    k: int  # 0: off
+    mean_speed_up: float
+    per_level: dict[int, float]  # the chosen k's speed-up per level (1.0 where off)
+    best_per_level: dict[int, tuple[int, float]]  # (best k or 0, its speed-up) per level
+    schedule_mean: float  # the time-weighted mean with the best k at every level
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "shares": {str(c): round(w, 4) for c, w in sorted(self.shares.items())},
+            "k": self.k,
+            "mean_speed_up": round(self.mean_speed_up, 4),
+            "per_level": {str(c): round(v, 4) for c, v in sorted(self.per_level.items())},
+            "dynamic_k_per_level": {
+                str(c): {"k": k, "speed_up": round(v, 4), "gain": round(v / self.per_level[c], 4)}
+                for c, (k, v) in sorted(self.best_per_level.items())
+            },
+            "dynamic_k_mean_speed_up": round(self.schedule_mean, 4),
+        }
+
+
+def load_mix(adv: Advice, profile: dict[int, float] | None = None) -> Mix:
+    """The one k (or off) with the highest time-weighted mean predicted speed-up over the load
+    profile (share of time at each level; None or {}: equal shares over the measured levels).
+    A level of the profile the advice did not measure is an error."""
+    levels = sorted(adv.levels)
+    prof = dict(profile or {})
+    if not prof:
+        prof = dict.fromkeys(levels, 1.0)
+    bad = [c for c, w in prof.items() if not (isinstance(w, int | float) and math.isfinite(w))]
+    if bad or any(w < 0 for w in prof.values()) or sum(prof.values()) <= 0:
+        raise AdviceInputError(f"load profile {prof}: want shares >= 0 with a positive sum")
+    missing = sorted(set(prof) - set(levels))
+    if missing:
+        raise AdviceInputError(
+            f"load profile levels {missing} were not measured (measured: {levels})"
+        )
+    total = sum(prof.values())
+    shares = {c: w / total for c, w in prof.items() if w > 0}
+    ks = [p.k for p in adv.levels[levels[0]]]
+
+    def su(c: int, k: int) -> float:
+        return 1.0 if k == 0 else adv.levels[c][k - 1].speed_up
+
+    best_k, best_mean = 0, 1.0
+    for k in ks:
+        mean = sum(w * su(c, k) for c, w in shares.items())
+        if mean > best_mean:
+            best_k, best_mean = k, mean
+    per_level = {c: su(c, best_k) for c in shares}
+    best = {}
+    for c in shares:
+        k = adv.recommended(c)
+        best[c] = (k, su(c, k))
+    sched_mean = sum(w * best[c][1] for c, w in shares.items())
+    return Mix(shares, best_k, best_mean, per_level, best, sched_mean)
+
+
+def render_mix(mix: Mix) -> str:
+    share = ", ".join(f"c={c} {w:.0%}" for c, w in sorted(mix.shares.items()))
+    one = "off" if mix.k == 0 else f"k={mix.k}"
+    lines = [
+        f"load profile (share of time): {share}",
+        f"one k for this mix (a vLLM without dynamic k): {one}, time-weighted mean speed-up "
+        f"{mix.mean_speed_up:.2f}x",
+        f"with k by batch size (vLLM >= 0.24.0, specdeploy_speculative_schedule): "
+        f"{mix.schedule_mean:.2f}x; per level:",
+    ]
+    for c, (k, v) in sorted(mix.best_per_level.items()):
+        lines.append(
+            f"  c={c}: {'off' if k == 0 else f'k={k}'} {v:.2f}x against {mix.per_level[c]:.2f}x "
+            f"with {one} ({v / mix.per_level[c] - 1:+.0%})"
+        )
+    return "\n".join(lines)
+
+
 def advise(
     rates: list[float],
     spec_tps: dict[int, float],
@@ -459,6 +540,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"a speculative step's cost beyond its k drafter steps, in drafter steps "
         f"({FIXED_STEPS})",
     )
+    p.add_argument(
+        "--load-profile",
+        default=None,
+        help="share of time per level, e.g. 1=0.4,4=0.2,16=0.2,64=0.2 (validation_load_profile;"
+        " default: equal shares over the measured levels): the one k for that mix and what"
+        " dynamic k would gain per level",
+    )
     p.add_argument("--title", default="")
     p.add_argument("--json", action="store_true")
     return p
@@ -547,11 +635,44 @@ def main(argv: list[str] | None = None) -> int:
     except AdviceInputError as e:
         print(f"advisor: {e}", file=sys.stderr)
         return 2
+    try:
+        profile = _level_share_map(a.load_profile) if a.load_profile else None
+        mix = load_mix(adv, profile)
+    except AdviceInputError as e:
+        print(f"advisor: {e}", file=sys.stderr)
+        return 2
     if a.json:
-        print(json.dumps(adv.to_dict(), indent=1))
+        print(json.dumps({**adv.to_dict(), "load_mix": mix.to_dict()}, indent=1))
     else:
         print(render(adv, a.title))
+        print(render_mix(mix))
     return 0
+
+
+def _level_share_map(text: str) -> dict[int, float] | None:
+    """LEVEL=SHARE pairs, or a JSON object {"LEVEL": SHARE} ({}: None, equal shares)."""
+    try:
+        out: dict[int, float] = {}
+        if text.strip().startswith("{"):
+            obj = json.loads(text)
+            if not isinstance(obj, dict):
+                raise ValueError
+            out = {int(c): float(v) for c, v in obj.items()}
+            if not out:
+                return None
+            if any(c < 1 or not math.isfinite(v) or v < 0 for c, v in out.items()):
+                raise ValueError
+            return out
+        for part in text.split(","):
+            c, _, v = part.partition("=")
+            out[int(c)] = float(v)
+        if not out or any(c < 1 or not math.isfinite(v) or v < 0 for c, v in out.items()):
+            raise ValueError
+        return out
+    except ValueError:
+        raise AdviceInputError(
+            f"--load-profile {text!r}: want LEVEL=SHARE pairs (1=0.5,16=0.5) or a JSON object"
+        ) from None
 
 
 if __name__ == "__main__":

@@ -211,3 +211,44 @@ def test_auto_derives_from_the_nodes_latest_static_sweep(tmp_path):
     assert schedule.resolve("auto", **kw) == got
     with pytest.raises(schedule.ScheduleError, match="no measured sweep with speculation of gpu3"):
         schedule.resolve("auto", **{**kw, "node": "gpu3"})
+
+
+# --------------------------------------------------------------------------- the load mix
+
+
+def test_one_k_for_a_load_mix_and_what_dynamic_k_would_gain():
+    adv = _recorded(3)
+    # equal shares (the default): losing 15-35% at c=1 and 4 outweighs the gain at 16 and 64
+    mix = advisor.load_mix(adv)
+    assert mix.k == 0 and mix.mean_speed_up == 1.0
+    assert set(mix.shares) == {1, 4, 16, 64} and sum(mix.shares.values()) == pytest.approx(1)
+    # the schedule gains where speculation pays, nothing where it is off anyway
+    assert mix.best_per_level[1] == (0, 1.0) and mix.best_per_level[16][0] > 0
+    assert mix.schedule_mean > 1.05
+    # a day-heavy mix: one k pays; dynamic k then gains at low load (off there)
+    day = advisor.load_mix(adv, {1: 0.1, 4: 0.1, 16: 0.4, 64: 0.4})
+    assert day.k > 0 and day.mean_speed_up > 1.0
+    assert day.per_level[1] < 0.8 and day.best_per_level[1] == (0, 1.0)
+    assert day.schedule_mean > day.mean_speed_up
+    for c in day.shares:  # the schedule is never predicted below the one k
+        assert day.best_per_level[c][1] >= day.per_level[c]
+    with pytest.raises(advisor.AdviceInputError, match=r"levels \[8\] were not measured"):
+        advisor.load_mix(adv, {1: 0.5, 8: 0.5})
+    with pytest.raises(advisor.AdviceInputError, match="positive sum"):
+        advisor.load_mix(adv, {1: float("nan")})
+
+
+def test_advisor_cli_prints_the_mix(capsys):
+    argv = [
+        "--metrics", str(MOE / "runs" / "spec-k3" / "metrics.txt"), "--model", "moe-dsv3",
+        "--spec-tps", "1=362,4=1184,16=4234,64=9732",
+        "--baseline-tps", "1=551,4=1387,16=3176,64=8845", "--experts", "64", "--top-k", "8",
+    ]  # fmt: skip
+    assert advisor.main([*argv, "--load-profile", '{"16": 1, "64": 1}']) == 0
+    out = capsys.readouterr().out
+    assert "load profile (share of time): c=16 50%, c=64 50%" in out
+    assert re.search(r"one k for this mix \(a vLLM without dynamic k\): k=\d", out)
+    assert advisor.main([*argv, "--load-profile", "1=x"]) == 2
+    assert "--load-profile '1=x'" in capsys.readouterr().err
+    assert advisor.main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["load_mix"]["k"] == 0
