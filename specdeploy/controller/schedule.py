@@ -10,7 +10,8 @@ must be the largest k of the schedule.
 
 derive() evaluates the advisor's prediction (Advice.speed_up_at) at every batch size from 1 to
 ``max_num_seqs``: the best k where it beats speculation off by ``margin``, else 0; boundaries
-between the measured levels therefore fall where the model's curves cross.
+between the measured levels therefore fall where the model's curves cross. Beyond the largest
+measured level the schedule keeps that level's k (the model is not extrapolated past it).
 
     python -m specdeploy.controller.schedule --per-position 0.84,0.66,0.50 \\
         --spec-tps 1=362,4=1184,16=4234,64=9732 --baseline-tps 1=551,4=1387,16=3176,64=8845 \\
@@ -62,10 +63,12 @@ def derive(
     ks = range(1, (k_max or len(adv.all_rates)) + 1)
     per_c: list[int] = []
     predicted: dict[int, float] = {}
+    top = max(adv.levels)
     for c in range(1, max_num_seqs + 1):
         best_k, best = 0, 1.0
         for k in ks:
-            su = adv.speed_up_at(c, k)
+            # beyond the largest measured level: that level's prediction (not extrapolated)
+            su = adv.speed_up_at(min(c, top), k)
             if su > best:
                 best_k, best = k, su
         if best < 1.0 + margin:

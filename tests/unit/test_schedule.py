@@ -40,6 +40,8 @@ def test_derived_from_the_recorded_sweep_is_off_at_low_load_and_speculates_at_16
     # measured on the H200: every k loses at c = 1 and 4, every k pays at c = 16
     assert schedule.k_at(d.schedule, 1) == 0 and schedule.k_at(d.schedule, 4) == 0
     assert schedule.k_at(d.schedule, 16) > 0
+    # beyond the largest measured level (64) the model is not extrapolated: that level's k
+    assert schedule.k_at(d.schedule, 256) == schedule.k_at(d.schedule, 64)
     # at a measured level the schedule's k is the advisor's recommendation there
     for c in adv.levels:
         assert schedule.k_at(d.schedule, c) == adv.recommended(c) or (
