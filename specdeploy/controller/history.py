@@ -547,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     dt.add_argument("--json", required=True, help="a JSON list of starts (node, release, ...)")
     dt.add_argument("--db", help="record the starts that restarted a server here")
+    rec = sub.add_parser("record", help="record one validation result (JSON on stdin)")
+    rec.add_argument("--db", required=True)
     st = sub.add_parser("starts", help="recorded starts and their downtime, one JSON a line")
     st.add_argument("--db", required=True)
     st.add_argument("--node")
@@ -554,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "downtime":
         return _downtime(args.json, args.db)
+    if args.cmd == "record":
+        return _record(args.db, sys.stdin.read())
     if not Path(args.db).exists():
         if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
@@ -606,6 +610,25 @@ def main(argv: list[str] | None = None) -> int:
         return cli.usage_error("spec-history", f"--db {exc}")
     finally:
         conn.close()
+
+
+def _record(db: str, text: str) -> int:
+    """Record one result (the deploy's validation); prints {"recorded": 0|1}."""
+    try:
+        result = json.loads(text)
+        if not isinstance(result, dict) or not result.get("run_id"):
+            raise ValueError("not a result object with a run_id")
+    except ValueError as exc:
+        return cli.usage_error("spec-history", f"record: the result on stdin: {exc}")
+    try:
+        conn = connect(db)
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    try:
+        print(json.dumps({"recorded": 0 if record(conn, result) is None else 1}))
+    finally:
+        conn.close()
+    return 0
 
 
 def _downtime(text: str, db: str | None) -> int:

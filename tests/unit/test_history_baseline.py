@@ -126,3 +126,18 @@ def test_a_baseline_that_mixes_gpus_layouts_or_months_says_so(tmp_path):
     levels, sources = history.baseline_levels_with_sources(conn, "n1", "m", "tp=4,pp=2", None)
     assert levels == {1: 520.0} and history.mixing_notes(sources) == []
     conn.close()
+
+
+def test_record_takes_the_deploys_result_on_stdin_once(tmp_path, capsys, monkeypatch):
+    import io
+
+    db = tmp_path / "h.sqlite"
+    run = _levels_run("n1", "r1", "2026-12-02T00:00:00Z", {1: 520.0})
+    for want in (1, 0):  # the same run again (make validate's report records it too): once
+        monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(run)))
+        assert history.main(["record", "--db", str(db)]) == 0
+        assert json.loads(capsys.readouterr().out) == {"recorded": want}
+    assert [r["run_id"] for r in history.runs(history.connect(db))] == [run["run_id"]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("[]"))
+    assert history.main(["record", "--db", str(db)]) == 2
+    assert "the result on stdin" in capsys.readouterr().err
