@@ -145,6 +145,14 @@ def k_at(schedule: Schedule, batch: int) -> int:
     return k
 
 
+def acceptance_concurrency(schedule: Schedule) -> int:
+    """The concurrency at which the acceptance check measures a schedule: the smallest batch
+    size drafting the largest k (at c=1 a schedule that is off there drafts nothing, and the
+    per-position floors need every position drafted)."""
+    top = max_k(schedule)
+    return next(start for start, _, k in schedule if k == top)
+
+
 def speculative_config(base: dict[str, object], schedule: Schedule) -> dict[str, object]:
     """--speculative-config with the schedule: num_speculative_tokens = the largest k."""
     out = dict(base)
@@ -345,6 +353,7 @@ def resolve(
         "schedule": [list(r) for r in sched],
         "describe": describe(sched),
         "message": message,
+        "acceptance_concurrency": acceptance_concurrency(sched),
         "speculative_config": {
             "num_speculative_tokens": max_k(sched),
             KEY: [list(r) for r in sched],
@@ -354,12 +363,22 @@ def resolve(
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["acceptance-concurrency"]:
+        # python -m specdeploy.controller.schedule acceptance-concurrency SCHEDULE_JSON ('' = 1)
+        try:
+            text = args[1] if len(args) > 1 else ""
+            print(acceptance_concurrency(validate(text)) if text.strip() not in ("", '""') else 1)
+        except ScheduleError as e:
+            print(f"schedule: {e}", file=sys.stderr)
+            return 2
+        return 0
     p = advisor.build_parser()
     p.prog = "python -m specdeploy.controller.schedule"
     p.description = __doc__.split("\n")[0]
     p.add_argument("--max-num-seqs", type=int, default=256, help="vLLM's --max-num-seqs")
     p.add_argument("--margin", type=float, default=MARGIN)
-    a = p.parse_args(argv)
+    a = p.parse_args(args)
     try:
         adv = advisor.advice_from_args(a)
         if not math.isfinite(a.margin) or a.margin < 0:

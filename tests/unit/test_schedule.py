@@ -254,3 +254,13 @@ def test_advisor_cli_prints_the_mix(capsys):
     assert "--load-profile '1=x'" in capsys.readouterr().err
     assert advisor.main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["load_mix"]["k"] == 0
+
+
+def test_the_acceptance_check_runs_where_the_schedule_drafts_its_largest_k(capsys):
+    assert schedule.acceptance_concurrency([(1, 5, 0), (6, 20, 4), (21, 256, 2)]) == 6
+    assert schedule.acceptance_concurrency([(1, 256, 3)]) == 1
+    assert schedule.main(["acceptance-concurrency", "[[1, 5, 0], [6, 256, 4]]"]) == 0
+    assert capsys.readouterr().out.strip() == "6"
+    assert schedule.main(["acceptance-concurrency", '""']) == 0  # a static k: 1
+    assert capsys.readouterr().out.strip() == "1"
+    assert schedule.main(["acceptance-concurrency", "[[2, 5, 0]]"]) == 2
