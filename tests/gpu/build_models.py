@@ -35,6 +35,11 @@ minute). Its layer and expert outputs are scaled by 0.005 by default: with the t
 the wide layers move the residual stream too far from the bigram function and a bigram drafter
 accepts almost nothing (recorded in ../shared/gpu-recipe/moe-speedup). The drafter then needs
 H / 128 = 56 heads so that its value projection can copy the embedding (nkv * 128 == H).
+
+Shape ``moe256`` (issue 26, docs/speedup-moe256-gpu.md): moe-big's construction as sparse in
+experts as DeepSeek-V3: 256 routed experts top-8 + 1 shared, moe_intermediate 768 (narrowed so
+that it fits the disk), 5 layers (first dense), about 36 GB. Per token at c=1 it reads about
+2.4 GB of weights (moe-big: about 4.3 GB); at c=64 nearly every expert is touched.
 """
 
 from __future__ import annotations
@@ -83,6 +88,9 @@ class Shape:
 SHAPES = {
     "tiny": Shape(1024, 4, 2048, 256, 8, 8, 2, 384, 0.05, False, "5GB"),
     "moe-big": Shape(7168, 6, 4096, 1536, 32, 64, 8, 1536, 0.005, True, "5GB"),
+    # As sparse as DeepSeek-V3 (256 routed, top-8: 1/32 of the experts per token); the experts
+    # narrowed to 768 so that 4 MoE layers fit the GPU machine's 64 GB disk (about 36 GB).
+    "moe256": Shape(7168, 5, 4096, 768, 32, 256, 8, 1536, 0.005, True, "5GB"),
 }
 
 

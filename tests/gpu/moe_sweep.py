@@ -49,7 +49,7 @@ from specdeploy.node import engine_log, loadgen, metrics, prefetch  # noqa: E402
 REPO = driver.REPO
 T0 = time.monotonic()
 WEIGHTS_RE = re.compile(r"Loading weights took (?P<v>[0-9.]+) seconds")
-ESTIMATE_S = {"sweep": 150.0, "load": 80.0}  # skip a run when less than this is left
+ESTIMATE_S = {"sweep": 150.0, "load": 80.0, "ab": 90.0}  # skip a run when less than this is left
 NO_DROP = [False]
 
 
@@ -198,6 +198,40 @@ def sweep(base: str, name: str, a: argparse.Namespace, state: dict, rd: Path) ->
     return out
 
 
+def ab_c1(base: str, name: str, a: argparse.Namespace) -> dict:
+    """c=1 through the chat and the completions endpoint (issue 26 item 6: the per-step gap
+    between the toolkit's unit and the moe-speedup recipe's server)."""
+    prompts = loadgen.load_prompts_file(loadgen.default_prompts_file())
+    out: dict = {}
+    for endpoint in ("chat", "completions"):
+        before = spec_snapshot(base, name)
+        try:
+            (res,) = loadgen.measure_levels(
+                base,
+                name,
+                [1],
+                prompts=prompts,
+                max_tokens=a.max_tokens,
+                repeats=a.repeats_low,
+                min_window_s=a.window_low_s,
+                endpoint=endpoint,
+                warmup_requests=2,
+            )
+        except loadgen.LoadgenError as e:
+            out[endpoint] = {"error": str(e)}
+            log(f"  ab {endpoint}: ERROR {e}")
+            continue
+        row = loadgen.to_dict(res)
+        row["acceptance"] = acceptance_between(before, spec_snapshot(base, name))
+        out[endpoint] = row
+        mal = row["acceptance"].get("mean_acceptance_length")
+        log(
+            f"  ab {endpoint} c=1: {res.output_tps:.0f} tok/s {res.repeats_tps} "
+            f"itl {res.itl_p50_s * 1e3:.2f} ms MAL {mal}"
+        )
+    return out
+
+
 def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, state: dict):
     rd = Path(a.out) / "runs" / tag
     rd.mkdir(parents=True, exist_ok=True)
@@ -265,6 +299,9 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
                 )
                 lines = logf.spec_lines_after(off)
                 r["vllm_log_spec_total"] = engine_log.combine_spec_lines(lines)
+        if ready is not None and kind == "ab":
+            r["ab"] = ab_c1(base, name, a)
+        if ready is not None and kind in ("sweep", "ab"):
             try:
                 driver.save(rd / "metrics.txt", driver.http(base, "GET", "/metrics", timeout=30)[1])
             except (urllib.error.URLError, OSError) as e:
@@ -325,8 +362,8 @@ def parse_run(spec: str) -> tuple[str, str, str, str]:
     unit, kind = parts[0], parts[1] if len(parts) > 1 else "sweep"
     cache = parts[2] if len(parts) > 2 else ("asis" if kind == "sweep" else "drop")
     if kind not in ESTIMATE_S or cache not in ("asis", "drop", "warm"):
-        raise SystemExit(f"--run {spec}: expected UNIT[:sweep|:load[:drop|:warm]]")
-    tag = unit if kind == "sweep" else f"{unit}-load-{cache}"
+        raise SystemExit(f"--run {spec}: expected UNIT[:sweep|:ab|:load[:drop|:warm]]")
+    tag = unit if kind == "sweep" else f"{unit}-ab" if kind == "ab" else f"{unit}-load-{cache}"
     return tag, unit, kind, cache
 
 
