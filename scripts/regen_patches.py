@@ -36,7 +36,7 @@ from specdeploy.node.patching.patches import series_sha256, sha256_bytes
 HERE = Path(__file__).resolve().parents[1] / "patches" / "vllm"
 
 PATCH_VERSIONS = ["0.15.1", "0.16.0", "0.17.0", "0.17.1"]
-NATIVE_VERSIONS = ["0.18.0", "0.18.1", "0.20.2", "0.34.0"]
+NATIVE_VERSIONS = ["0.18.0", "0.18.1", "0.20.2", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.34.0"]
 NATIVE_FROM = "0.18.0"
 
 SPEC = "vllm/config/speculative.py"
@@ -532,6 +532,7 @@ def build() -> dict[str, bytes]:
             "drafter": wheel_facts.drafter_facts_from_wheel(v),
             "serve_shutdown_timeout": wheel_facts.shutdown_timeout_from_wheel(v),
             "drafter_training": drafter_training(v),
+            "dynamic_k": wheel_facts.dynamic_k_facts_from_wheel(v),
         }
     manifest = {
         "schema": 1,
@@ -568,6 +569,12 @@ def build() -> dict[str, bytes]:
         "#   extract_hidden_states method (then the pipeline extracts through it, else through\n"
         "#   the EAGLE-3 proposer hook) and which speculators releases fit, with the layer\n"
         "#   convention their data generation captures (scripts/speculators_fit.py).\n"
+        "# dynamic_k: null, or what the wheel's num_speculative_tokens_per_batch_size (k by\n"
+        "#   running batch size) does, read off its source\n"
+        "#   (wheel_facts.dynamic_k_facts_from_wheel): the validation rules of\n"
+        "#   vllm/v1/spec_decode/dynamic/utils.py and its sha256, what the batch size is,\n"
+        "#   whether a k=0 step still runs the drafter's first pass, data parallel and CUDA\n"
+        "#   graph behaviour. The first version with it: 0.24.0.\n"
     )
     body = yaml.dump(
         manifest, Dumper=_IndentedDumper, sort_keys=False, default_flow_style=False, width=100

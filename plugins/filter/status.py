@@ -45,6 +45,12 @@ def _validation(manifest: Mapping[str, Any]) -> str:
     return f"{last['status']} {last.get('at')}{tail}"
 
 
+def _schedule(manifest: Mapping[str, Any]) -> Any:
+    """The serving release's k schedule (num_speculative_tokens_per_batch_size), or None."""
+    config = (manifest.get("inputs") or {}).get("speculative_config") or {}
+    return config.get("num_speculative_tokens_per_batch_size")
+
+
 def status_row(host: str, facts: Mapping[str, Any], starts: Mapping[str, str]) -> dict[str, str]:
     """One node's row from its registered results (status_releases, status_service,
     status_manifest)."""
@@ -63,6 +69,7 @@ def status_row(host: str, facts: Mapping[str, Any], starts: Mapping[str, str]) -
         "service": str((facts.get("status_service") or {}).get("stdout", "")).strip(),
         "downtime": downtime,
         "validation": _validation(manifest),
+        "schedule": _schedule(manifest),
     }
 
 
@@ -84,7 +91,13 @@ def status_table(rows: list[Mapping[str, str]]) -> list[str]:
     """The header, one line per row, and the fleet line."""
     lines = [FORMAT % HEADER]
     lines += [FORMAT % tuple(row[c] for c in COLUMNS) for row in rows]
-    return [*lines, fleet_line(rows)]
+    schedules = [
+        f"k schedule on {row['node']} (running requests: [first, last, k]): "
+        + json.dumps(row["schedule"])
+        for row in rows
+        if row.get("schedule") is not None
+    ]
+    return [*lines, fleet_line(rows), *schedules]
 
 
 class FilterModule:

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specdeploy.node.metrics import parse_exposition
+from specdeploy.node.validation.metrics import parse_exposition
 
 # The gauge of requests being generated now, per engine.
 RUNNING_GAUGE = {"vllm": "vllm:num_requests_running"}

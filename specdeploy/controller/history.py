@@ -274,14 +274,27 @@ def baseline_levels(
     """No-speculation output tokens/s by concurrency level for this node, model, parallel
     sizes and hardware (labels ``parallel`` / ``hardware``; None matches any); the newest
     passed no-speculation run that measured a level gives that level. {} when none."""
+    return baseline_levels_with_sources(db, node, model, parallel, hardware)[0]
+
+
+def baseline_levels_with_sources(
+    db: sqlite3.Connection | str | Path,
+    node: str,
+    model: str,
+    parallel: str | None,
+    hardware: str | None,
+) -> tuple[dict[int, float], dict[int, dict[str, str]]]:
+    """baseline_levels and, per level, the run it came from (run_id, started_at, hardware,
+    parallel labels): what a consumer must say when the levels mix runs."""
     conn = db if isinstance(db, sqlite3.Connection) else connect(db)
     try:
         found: dict[int, float] = {}
+        sources: dict[int, dict[str, str]] = {}
         q = (
-            "SELECT result_json FROM runs WHERE node = ? AND model = ? AND status = 'pass' "
-            "ORDER BY started_at DESC, id DESC"
+            "SELECT run_id, started_at, result_json FROM runs WHERE node = ? AND model = ? "
+            "AND status = 'pass' ORDER BY started_at DESC, id DESC"
         )
-        for (blob,) in conn.execute(q, (node, model)):
+        for run_id, started_at, blob in conn.execute(q, (node, model)):
             r = json.loads(blob)
             labels = r.get("labels") or {}
             if not _is_no_spec(r):
@@ -291,11 +304,49 @@ def baseline_levels(
             if hardware is not None and labels.get("hardware") != hardware:
                 continue
             for c, tps in _levels_tps(r).items():
-                found.setdefault(c, tps)
-        return found
+                if c not in found:
+                    found[c] = tps
+                    sources[c] = {
+                        "run_id": str(run_id),
+                        "started_at": str(started_at or ""),
+                        "hardware": str(labels.get("hardware") or ""),
+                        "parallel": str(labels.get("parallel") or ""),
+                    }
+        return found, sources
     finally:
         if conn is not db:
             conn.close()
+
+
+def mixing_notes(sources: dict[int, dict[str, str]], max_days: float = 7.0) -> list[str]:
+    """What a baseline assembled from several runs mixes: other GPUs, other parallel layouts,
+    runs measured more than ``max_days`` apart (one line each, empty when it mixes nothing)."""
+    import datetime as _dt
+
+    notes: list[str] = []
+    runs = {s["run_id"]: s for s in sources.values()}
+    if len(runs) <= 1:
+        return notes
+    for key, what in (("hardware", "GPUs"), ("parallel", "parallel layouts")):
+        vals = sorted({s[key] or "(unlabelled)" for s in runs.values()})
+        if len(vals) > 1:
+            notes.append(f"the no-speculation baseline mixes {what}: {', '.join(vals)}")
+    stamps = []
+    for s in runs.values():
+        try:
+            stamps.append(_dt.datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")))
+        except ValueError:
+            continue
+    if len(stamps) >= 2 and (max(stamps) - min(stamps)).total_seconds() > max_days * 86400:
+        days = (max(stamps) - min(stamps)).total_seconds() / 86400
+        notes.append(
+            f"the no-speculation baseline mixes runs measured {days:.0f} days apart "
+            f"({min(stamps).date()} .. {max(stamps).date()})"
+        )
+    levels = ", ".join(f"c={c}: {s['run_id'][:12]}" for c, s in sorted(sources.items()))
+    if notes:
+        notes.append(f"baseline levels by run: {levels}")
+    return notes
 
 
 def previous_release_run(conn: sqlite3.Connection, result: dict[str, Any]) -> dict[str, Any] | None:
@@ -497,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     dt.add_argument("--json", required=True, help="a JSON list of starts (node, release, ...)")
     dt.add_argument("--db", help="record the starts that restarted a server here")
+    rec = sub.add_parser("record", help="record one validation result (JSON on stdin)")
+    rec.add_argument("--db", required=True)
     st = sub.add_parser("starts", help="recorded starts and their downtime, one JSON a line")
     st.add_argument("--db", required=True)
     st.add_argument("--node")
@@ -504,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "downtime":
         return _downtime(args.json, args.db)
+    if args.cmd == "record":
+        return _record(args.db, sys.stdin.read())
     if not Path(args.db).exists():
         if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
@@ -556,6 +611,25 @@ def main(argv: list[str] | None = None) -> int:
         return cli.usage_error("spec-history", f"--db {exc}")
     finally:
         conn.close()
+
+
+def _record(db: str, text: str) -> int:
+    """Record one result (the deploy's validation); prints {"recorded": 0|1}."""
+    try:
+        result = json.loads(text)
+        if not isinstance(result, dict) or not result.get("run_id"):
+            raise ValueError("not a result object with a run_id")
+    except ValueError as exc:
+        return cli.usage_error("spec-history", f"record: the result on stdin: {exc}")
+    try:
+        conn = connect(db)
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    try:
+        print(json.dumps({"recorded": 0 if record(conn, result) is None else 1}))
+    finally:
+        conn.close()
+    return 0
 
 
 def _downtime(text: str, db: str | None) -> int:

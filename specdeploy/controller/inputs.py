@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specdeploy.controller import schedule
 from specdeploy.node import jsontext
 from specdeploy.node.attention import is_mla_backend
 from specdeploy.node.patching.patches import Manifest, UsageError
@@ -40,6 +41,8 @@ def check(
     drafter_path: str,
     speculation: bool,
     attention_backend: str,
+    schedule_value: object = "off",
+    schedule_context: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """(errors, facts): each error is {"knob", "message"}; facts describe the version."""
     errors: list[dict[str, str]] = []
@@ -61,8 +64,21 @@ def check(
                 "later support EAGLE-3 on DeepSeek-V3/Kimi natively.",
             }
         )
+    facts["schedule"] = schedule.resolve("off", version=vllm_version, entry={},
+                                         manifest_versions={})  # fmt: skip
     if not speculation:
         return errors, facts
+    if kind != "unsupported":
+        try:
+            facts["schedule"] = schedule.resolve(
+                schedule_value,
+                version=public_version(vllm_version),
+                entry=entry,
+                manifest_versions=manifest.versions(),
+                **(schedule_context or {}),
+            )
+        except schedule.ScheduleError as exc:
+            errors.append({"knob": "specdeploy_speculative_schedule", "message": str(exc)})
     allowed = list(entry.get("speculative_config_keys") or [])
     unknown = [k for k in speculative_config if allowed and k not in allowed]
     if unknown:
@@ -106,6 +122,13 @@ def _json_object(text: str, flag: str) -> dict[str, Any]:
         raise UsageError(str(exc)) from None
 
 
+def _json_value(text: str, flag: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise UsageError(f"{flag}: not JSON: {text[:80]!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="spec-inputs",
@@ -118,11 +141,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-speculation", action="store_true", help="speculation is disabled")
     ap.add_argument("--attention-backend", default="")
     ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
+    ap.add_argument(
+        "--speculative-schedule-json",
+        default='"off"',
+        help='specdeploy_speculative_schedule as JSON: "off", "auto" or [[start, end, k], ...]',
+    )
+    ap.add_argument("--history", default="", help="history DB (for a schedule of auto)")
+    ap.add_argument("--node", default="", help="this node's name in the history")
+    ap.add_argument("--model", default="", help="the served model name in the history")
+    ap.add_argument("--max-num-seqs", type=int, default=256)
+    ap.add_argument("--experts", type=int, default=0, help="routed experts of the target")
+    ap.add_argument("--top-k", type=int, default=0, help="experts per token")
+    ap.add_argument("--data-parallel-size", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
         manifest = Manifest.load(args.manifest)
         spec = _json_object(args.speculative_config_json, "--speculative-config-json")
+        sched_value = _json_value(args.speculative_schedule_json, "--speculative-schedule-json")
     except UsageError as exc:
         print(f"spec-inputs: error: {exc}", file=sys.stderr)
         return 2
@@ -133,6 +169,16 @@ def main(argv: list[str] | None = None) -> int:
         args.drafter_path,
         not args.no_speculation,
         args.attention_backend,
+        sched_value,
+        {
+            "history_db": args.history,
+            "node": args.node,
+            "model": args.model,
+            "max_num_seqs": args.max_num_seqs,
+            "experts": args.experts,
+            "top_k": args.top_k,
+            "data_parallel_size": args.data_parallel_size,
+        },
     )
     if args.json:
         print(json.dumps({"ok": not errors, "errors": errors, "vllm": facts}, indent=2))
@@ -141,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e['message']}")
         if not errors:
             print(f"inputs ok (vLLM {facts['release']}, {facts['kind']})")
+            sched = facts.get("schedule") or {}
+            if sched.get("mode", "off") != "off":
+                print(f"speculative schedule: {sched['message']}")
     return 1 if errors else 0
 
 

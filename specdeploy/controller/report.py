@@ -422,14 +422,44 @@ def speed_section(r: dict[str, Any]) -> dict[str, Any] | None:
         for lv, s in zip(levels, su, strict=True)
     ]
     sp = r.get("speed") or {}
+    sched = k_schedule_of(r)
+    if sched:
+        from specdeploy.controller import schedule
+
+        for row in rows:
+            row["k"] = str(schedule.k_at(sched, int(row["c"])))
     return {
         "node": r.get("node"),
         "release": r.get("release"),
         "svg": svg,
         "rows": rows,
+        "k_schedule": _describe_schedule(sched),
         "baseline_source": sp.get("baseline_source") or "-",
         "message": sp.get("message") or "",
     }
+
+
+def k_schedule_of(r: dict[str, Any]) -> list[tuple[int, int, int]] | None:
+    """The k schedule a run was measured with (its label ``k_schedule``), or None (one k)."""
+    from specdeploy.controller import schedule
+
+    raw: object = (r.get("labels") or {}).get("k_schedule")
+    for _ in range(2):  # the label is JSON text (Ansible may have encoded it twice)
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return None
+    try:
+        return schedule.validate(raw) if raw else None
+    except schedule.ScheduleError:
+        return None
+
+
+def _describe_schedule(sched: list[tuple[int, int, int]] | None) -> str:
+    from specdeploy.controller import schedule
+
+    return schedule.describe(sched) if sched else ""
 
 
 def fleet_headline(views: list[RunView]) -> dict[str, Any]:
@@ -494,11 +524,14 @@ code{font-size:12px}
 <p>Serving-before (the release that served before the switch, measured just before it) next to
 the new release and the no-speculation baseline; above each level: the speed-up over the
 baseline.</p>
-{% for s in speed %}<h3>{{ s.node }} / {{ s.release }} (baseline: {{ s.baseline_source }})</h3>
+{% for s in speed %}<h3>{{ s.node }} / {{ s.release }} (baseline: {{ s.baseline_source }}
+{%- if s.k_schedule %}; k schedule: {{ s.k_schedule }}{% endif %})</h3>
 <div class="plots">{{ s.svg|safe }}
-<table><tr><th>concurrency</th><th>serving before tok/s</th><th>new tok/s</th><th>change</th>
+<table><tr><th>concurrency</th>{% if s.k_schedule %}<th>k</th>{% endif %}
+<th>serving before tok/s</th><th>new tok/s</th><th>change</th>
 <th>baseline tok/s</th><th>speed-up</th><th>gate</th><th>status</th></tr>
-{% for l in s.rows %}<tr class="{{ l.status }}"><td>{{ l.c }}</td><td>{{ l.before }}</td>
+{% for l in s.rows %}<tr class="{{ l.status }}"><td>{{ l.c }}</td>
+{%- if s.k_schedule %}<td>{{ l.k }}</td>{% endif %}<td>{{ l.before }}</td>
 <td>{{ l.new }}</td><td>{{ l.change }}</td><td>{{ l.baseline }}</td><td>{{ l.speed_up }}</td>
 <td>{{ l.gate }}</td><td>{{ l.status|upper }}</td></tr>{% endfor %}</table></div>
 {% if s.message %}<p>{{ s.message }}</p>{% endif %}

@@ -8,6 +8,7 @@ prints the SpeculativeConfig keys. Exit codes: 0 ok, 2 usage or I/O error.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 import zipfile
@@ -52,6 +53,63 @@ def drafter_facts_from_wheel(version: str) -> dict[str, object]:
         "eagle_config_aux_ids_honoured": bool(
             re.search(r"eagle_config\.get\(\s*\"eagle_aux_hidden_state_layer_ids\"", llama)
         ),
+    }
+
+
+DYNAMIC_KEY = "num_speculative_tokens_per_batch_size"
+DYNAMIC_UTILS = "vllm/v1/spec_decode/dynamic/utils.py"
+
+
+def dynamic_k_facts_from_wheel(version: str) -> dict[str, object] | None:
+    """What a wheel's dynamic speculative decoding (k by batch size) does, read off its source;
+    None when the version has no ``num_speculative_tokens_per_batch_size``."""
+    with zipfile.ZipFile(wheels.fetch_wheel(version)) as zf:
+        names = set(zf.namelist())
+
+        def read(member: str) -> str:
+            return zf.read(member).decode("utf-8") if member in names else ""
+
+        if DYNAMIC_KEY not in read(SPECULATIVE_CONFIG) or DYNAMIC_UTILS not in names:
+            return None
+        utils = read(DYNAMIC_UTILS)
+        config = read("vllm/config/vllm.py")
+        scheduler = read("vllm/v1/core/sched/scheduler.py")
+        proposer = "".join(read(m) for m in PROPOSERS)
+    # the rules the toolkit's schedule.validate mirrors, as the wheel states them
+    rules = {
+        "inclusive_ranges": "list of inclusive ranges" in utils,
+        "first_range_starts_at_1": "must start at 1" in utils,
+        "k_zero_allowed": "values must be >= 0" in utils,
+        "sorted_non_overlapping": "non-overlapping and sorted" in utils,
+        "gaps_carry_previous_k": "carrying forward" in utils,
+    }
+    if "_maybe_disable_dynamic_sd_for_data_parallel" in config:
+        dp = "disabled with a warning when data_parallel_size > 1 (static max k instead)"
+    else:
+        dp = "no guard: data parallel ranks may pick different k (the guard came later)"
+    if "_maybe_override_dynamic_sd_cudagraph_mode" in config:
+        graphs = "full CUDA graphs overridden to PIECEWISE" + (
+            " (not with VLLM_USE_V2_MODEL_RUNNER=1)"
+            if "VLLM_USE_V2_MODEL_RUNNER=1 if you want" in config
+            else ""
+        )
+    else:
+        graphs = "no override in vllm/config/vllm.py"
+    return {
+        "key": DYNAMIC_KEY,
+        "validation_sha256": hashlib.sha256(utils.encode()).hexdigest(),
+        "rules": rules,
+        # the scheduler indexes its lookup with the number of requests scheduled in the step
+        "batch_size": (
+            "requests scheduled in the step"
+            if "dynamic_sd_lookup[\n" in scheduler or "len(num_scheduled_tokens)" in scheduler
+            else "unknown"
+        ),
+        # k = 0: the drafter's first pass still runs (keeps its KV cache in sync); None: the
+        # V1 proposer that says so is not in this wheel (not read further)
+        "k0_drafter_pass": True if "Dynamic SD decided K=0" in proposer else None,
+        "data_parallel": dp,
+        "cuda_graphs": graphs,
     }
 
 

@@ -257,3 +257,20 @@ def arch_of(cfg: dict[str, object] | None) -> str | None:
         return None
     a = cfg.get("architectures")
     return str(a[0]) if isinstance(a, list) and a else None
+
+
+def validate_schedule(root: Path, schedule: object) -> str | None:
+    """vLLM's num_speculative_tokens_per_batch_size validation, run from the installed wheel's
+    own vllm/v1/spec_decode/dynamic/utils.py (no imports of its own); its message, or None."""
+    path = root / "v1" / "spec_decode" / "dynamic" / "utils.py"
+    if not path.is_file():
+        return None  # no such file in this version: the key check above already refused
+    spec = importlib.util.spec_from_file_location("_vllm_dynamic_sd_utils", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        mod.validate_and_normalize_dynamic_sd_schedule(schedule)
+    except ValueError as e:
+        return str(e)
+    return None

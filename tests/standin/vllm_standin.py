@@ -95,6 +95,7 @@ from standin_vllm import (
     read_config,
     spec_rules,
     supports_eagle3,
+    validate_schedule,
 )
 
 
@@ -166,6 +167,13 @@ def serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
             return 1
+        sched = eng.spec.get("num_speculative_tokens_per_batch_size")
+        if sched is not None:
+            # vLLM's own validation, loaded from the installed wheel's file (pure Python)
+            problem = validate_schedule(vllm_root, sched)
+            if problem:
+                print(f"ValueError: {problem}", flush=True)
+                return 1
         if "tensor_parallel_size" in eng.spec:
             print(
                 "ValueError: 'tensor_parallel_size' is not a valid argument in the "

@@ -1,6 +1,6 @@
 """speckeys.has_shutdown_timeout: the serve CLI's drain flag, read by AST."""
 
-from specdeploy.node import speckeys
+from specdeploy.node.patching import speckeys
 
 WITH = """
 class EngineArgs:
