@@ -228,10 +228,12 @@ def test_plan_says_what_a_deploy_would_do_and_changes_nothing(first, play, node)
     shown = plan_shown(run, play.host)
     print("plan of the serving release:", *shown, sep="\n  ")
     assert shown[0].startswith(f"release {release}: vLLM 0.16.0 (patch series ")
-    assert "serves it already, validated, same gates: only checked" in shown[1]
-    assert shown[2].startswith("server restarts: no; expected downtime: none")
-    assert shown[3].startswith("baseline for the speed-up gate: ")
-    assert shown[4].startswith("gates: {")
+    # No specdeploy_speculative_schedule in the inputs: one k for every load.
+    assert shown[1].startswith("k schedule by running requests: off")
+    assert "serves it already, validated, same gates: only checked" in shown[2]
+    assert shown[3].startswith("server restarts: no; expected downtime: none")
+    assert shown[4].startswith("baseline for the speed-up gate: ")
+    assert shown[5].startswith("gates: {")
 
     # A changed input: a new release, a restart, and the downtime this node's last start took.
     changed = dict(SPECULATIVE, num_speculative_tokens=4)
@@ -241,9 +243,9 @@ def test_plan_says_what_a_deploy_would_do_and_changes_nothing(first, play, node)
     print("plan of a changed input:", *shown, sep="\n  ")
     planned = shown[0].split(":", 1)[0].removeprefix("release ")
     assert planned != release and planned.startswith("0.16.0-")
-    assert f"would be built (serving now: {release})" in shown[1]
+    assert f"would be built (serving now: {release})" in shown[2]
     recorded = node.manifest(release)["starts"][-1]["stop_to_ready_s"]
-    assert shown[2] == (
+    assert shown[3] == (
         f"server restarts: yes; expected downtime: about {round(recorded)} s "
         "(the last start of the serving release on this node)"
     )
