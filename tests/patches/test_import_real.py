@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 from patchtest_util import MANIFEST, REPO
 
-from specdeploy.controller import wheels
+from specdeploy.controller import toolkit_archive, wheels
 from specdeploy.node.patching.patches import Manifest
 
 pytestmark = [pytest.mark.patches, pytest.mark.slow]
@@ -246,15 +246,12 @@ def test_patched_vllm_imports_and_passes_its_own_checks(
 
     # The node's view: the release venv's own python runs the toolkit copied into the release
     # (<release>/toolkit/{specdeploy,patches/vllm}) and reports applied + verified.
+    # (the files the release archive packs, in its layout: plugins/module_utils lands under
+    # specdeploy/node/module_utils there)
     toolkit = tmp_path / "toolkit"
-    shutil.copytree(
-        REPO / "specdeploy", toolkit / "specdeploy", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    shutil.copytree(
-        REPO / "patches" / "vllm",
-        toolkit / "patches" / "vllm",
-        ignore=shutil.ignore_patterns("*.py"),
-    )
+    for name, source in toolkit_archive.toolkit_members("release"):
+        (toolkit / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, toolkit / name)
     node = subprocess.run(
         [
             str(venv / "bin" / "python"),

@@ -34,6 +34,13 @@ def test_the_status_table_has_a_row_per_node_and_says_who_was_unreachable() -> N
                 {
                     "vllm_version": "0.16.0",
                     "patches": {"state": "applied"},
+                    "inputs": {
+                        "speculative_config": {
+                            "method": "eagle3",
+                            "num_speculative_tokens": 3,
+                            "num_speculative_tokens_per_batch_size": [[1, 4, 0], [5, 64, 3]],
+                        }
+                    },
                     "last_validation": {
                         "status": "passed",
                         "at": "2026-12-04T01:00:00Z",
@@ -54,12 +61,17 @@ def test_the_status_table_has_a_row_per_node_and_says_who_was_unreachable() -> N
         "service": "active",
         "downtime": "12.3 s (deploy)",
         "validation": "passed 2026-12-04T01:00:00Z acceptance 2.46",
+        "schedule": [[1, 4, 0], [5, 64, 3]],
     }
     assert rows[1]["service"] == "unreachable" and rows[1]["release"] == "-"
     lines = status.status_table(rows)
     assert lines[0].split()[:3] == ["NODE", "RELEASE", "VLLM"]
     assert lines[1].split()[:4] == ["node1", "0.16.0-abc", "0.16.0", "applied"]
-    assert lines[-1] == "fleet: 2 node(s); releases served: 0.16.0-abc"
+    assert lines[-2] == "fleet: 2 node(s); releases served: 0.16.0-abc"
+    # only the node that serves a schedule gets its line, after the fleet line
+    assert lines[-1] == (
+        "k schedule on node1 (running requests: [first, last, k]): [[1, 4, 0], [5, 64, 3]]"
+    )
 
 
 def test_the_fleet_line_says_when_every_node_serves_one_release_and_when_not() -> None:

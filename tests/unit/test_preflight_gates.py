@@ -39,7 +39,8 @@ def preflight(gates: dict, k: int = 3, levels=(1, 8, 32), speculative: bool = Tr
         .render(
             ansible_playbook_python=sys.executable,
             validation_concurrency=list(levels),
-            specdeploy_speculative_config={"num_speculative_tokens": k},
+            # the config the node serves (roles/specdeploy/vars: the knob with a resolved schedule)
+            specdeploy_speculative_config_served={"num_speculative_tokens": k},
             specdeploy_speculative_enabled=speculative,
         )
     )
