@@ -227,6 +227,7 @@ class Engine:
         self.per_pos = [0] * self.k
         self.running = 0
         self.hung = threading.Event()
+        self.draining = threading.Event()  # SIGTERM with --shutdown-timeout > 0
         self.backend = "TRITON_MLA"
         self.max_model_len = args.max_model_len or 4096
         self.template = ""

@@ -147,7 +147,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--disable-log-stats", action="store_true")
     s.add_argument("--uvicorn-log-level", default="info")
     s.add_argument("--enable-expert-parallel", action="store_true")
+    if serve_has_shutdown_timeout():
+        # 0 aborts in-flight requests on SIGTERM (vLLM's default); N > 0 drains for N s
+        s.add_argument("--shutdown-timeout", type=int, default=0)
     return p
+
+
+def serve_has_shutdown_timeout() -> bool:
+    """Whether the installed vLLM's serve CLI has --shutdown-timeout (0.18 on): the stand-in
+    refuses the flag where the real server would (`vllm: error: unrecognized arguments`)."""
+    _version, root = installed_vllm()
+    if root is None:
+        return True  # no vLLM beside the stand-in (its own unit tests): the newest CLI
+    from specdeploy.node.patching.speckeys import has_shutdown_timeout
+
+    try:
+        return has_shutdown_timeout((root / "engine" / "arg_utils.py").read_text("utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
 
 
 def installed_vllm() -> tuple[str | None, Path | None]:

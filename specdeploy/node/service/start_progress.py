@@ -55,6 +55,21 @@ def parse_journal(text: str) -> list[tuple[float, str]]:
     return entries
 
 
+# The line that says why a server process ended: an argparse refusal ("vllm: error: ..."),
+# a logged ERROR, or an exception's last line. systemd's own lines ("Failed with result") are
+# consequences, not causes.
+_ERROR_LINE = re.compile(r"(?:^\S+: error: |\bERROR\b|^[\w.]*(?:Error|Exception): )")
+_SYSTEMD_LINE = re.compile(r"\S+\.service: ")
+
+
+def last_error(entries: list[tuple[float, str]]) -> str | None:
+    """The newest line of these entries that says what went wrong, or None."""
+    for _, message in reversed(entries):
+        if _ERROR_LINE.search(message) and not _SYSTEMD_LINE.match(message):
+            return message.strip()
+    return None
+
+
 def last_start(entries: list[tuple[float, str]]) -> list[tuple[float, str]]:
     """The entries of the journal's last start: from the old server's stop (systemd's
     "Stopping") when it led to this start, else from the start itself ("Starting"/"Started").
@@ -145,7 +160,8 @@ def state_key(phase: str, percent: int | None) -> str:
 def read_state(
     unit: str, since: float, root: Path, journal_file: Path | None, now: float
 ) -> dict[str, Any]:
-    entries = last_start(parse_journal(read_journal(unit, since, journal_file)))
+    every = parse_journal(read_journal(unit, since, journal_file))
+    entries = last_start(every)
     events, percent = engine_log.parse_phases(entries)
     phase = events[-1].phase if events else "start"
     began = events[0].at if events else since
@@ -168,6 +184,9 @@ def read_state(
         "engine": engine,
     }
     state["ended"] = not state["ready"] and state["unit"] in ("failed", "inactive")
+    # systemd may restart a failing server several times: its own start's lines then hold
+    # only the last try, so the error is read from every line since the deploy's restart
+    state["error"] = last_error(every) if state["ended"] else None
     state.update(estimate(recorded_windows(root), phase, state["elapsed_s"]))
     return state
 
