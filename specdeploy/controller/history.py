@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass
@@ -113,8 +114,15 @@ class _Connection(sqlite3.Connection):
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
+    """The history at ``path``, created when there is no file there. An existing file that is
+    empty, or not SQLite, is a HistoryError: never silently turned into a new database (an
+    empty file is what a truncated copy or a full disk leaves)."""
     p = Path(path)
     try:
+        if p.is_file() and p.stat().st_size == 0:
+            raise HistoryError(
+                f"{p}: empty file, not a history database (remove it to start a new history)"
+            )
         p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), timeout=30, factory=_Connection)
         conn.path = str(p)  # type: ignore[attr-defined]
@@ -246,7 +254,9 @@ def _levels_tps(result: dict[str, Any]) -> dict[int, float]:
     if isinstance(speed, dict):
         for lv in speed.get("levels") or []:
             c, tps = lv.get("concurrency"), lv.get("output_tps")
-            if isinstance(c, int) and isinstance(tps, (int, float)) and tps > 0:
+            if lv.get("requests") == 0:  # a level that ran no request measured nothing
+                continue
+            if isinstance(c, int) and isinstance(tps, (int, float)) and 0 < tps < math.inf:
                 out[c] = float(tps)
         return out
     acc = result.get("acceptance") or {}

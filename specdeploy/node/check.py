@@ -140,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=cli.finite_float, default=0.0, help="0: greedy (default)")
     p.add_argument("--top-p", type=cli.finite_float, default=1.0)
     p.add_argument("--levels", help="concurrency levels to measure and gate, e.g. 1,8,32")
-    p.add_argument("--min-window-s", type=cli.finite_float, default=5.0, help="per repeat and level")
+    p.add_argument(
+        "--min-window-s", type=cli.finite_float, default=5.0, help="per repeat and level"
+    )
     p.add_argument("--no-per-kind", action="store_true", help="no acceptance window per kind")
     p.add_argument("--gates", help="JSON/YAML thresholds mapping")
     b = p.add_mutually_exclusive_group()

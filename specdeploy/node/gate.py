@@ -231,9 +231,7 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
-def validate(
-    t: Thresholds, num_speculative_tokens: int, levels: list[int], flag: str = ""
-) -> None:
+def validate(t: Thresholds, num_speculative_tokens: int, levels: list[int], flag: str = "") -> None:
     """What the preflight checks before any change (raises :class:`GateConfigError`).
 
     More per-position floors than drafted positions, or a ``min_speed_up`` level that is never

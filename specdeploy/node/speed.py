@@ -104,8 +104,10 @@ def _level_key(where: str, c: object) -> int:
 def read_levels_file(path: str | Path) -> LevelsFile:
     try:
         d = jsontext.parse_object(Path(path).read_text(encoding="utf-8"), str(path))
-    except ValueError as e:  # the message names the file already
-        raise SpeedInputError(f"{e}" if str(path) in str(e) else f"{path}: {cli.reason(e)}")
+    except ValueError as e:  # "PATH: not JSON (...)" / "PATH: not a JSON object"
+        raise SpeedInputError(
+            f"{e}" if str(path) in str(e) else f"{path}: {cli.reason(e)}"
+        ) from None
     except OSError as e:
         raise SpeedInputError(f"{path}: {cli.reason(e)}") from None
     levels: dict[int, float] = {}

@@ -81,7 +81,7 @@ def test_a_measured_row_that_is_no_measurement_is_refused(tmp_path, row, problem
     """Issue 28: an infinite tok/s in a baseline passed every gate; a 0-request level is no
     figure. Both are one line naming the file, never a speed-up."""
     p = tmp_path / "b.json"
-    p.write_text('{"schema": "specdeploy.throughput/1", "levels": {"8": %s}}' % row)
+    p.write_text('{"schema": "specdeploy.throughput/1", "levels": {"8": ' + row + "}}")
     with pytest.raises(speed.SpeedInputError) as e:
         speed.read_levels_file(p)
     assert str(p) in str(e.value) and problem in str(e.value)
