@@ -475,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
             fixed_share=a.fixed_share,
         )
     except AdviceInputError as e:
-        print(f"advisor: {e}", file=sys.stderr)
+        print(f"advisor: error: {e}", file=sys.stderr)
         return 2
     if a.json:
         print(json.dumps(adv.to_dict(), indent=1))

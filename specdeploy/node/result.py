@@ -23,9 +23,31 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from specdeploy.node import cli, jsontext
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
 SCHEMA = "specdeploy.validation/1"
+SCHEMA_PREFIX = "specdeploy.validation/"
+
+
+def read_result(path: str | Path) -> dict[str, Any]:
+    """The validation result in a file; ValueError ``"PATH: why"`` for one that cannot be read
+    (not UTF-8, not JSON, NaN) or is not a result (a list, another schema, no node): a
+    non-result must never become samples or rows labelled ``node="None"``."""
+    try:
+        d = jsontext.parse_object(Path(path).read_text(encoding="utf-8"), str(path))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: {cli.reason(exc)}") from None
+    return check_result(d, str(path))
+
+
+def check_result(d: dict[str, Any], where: str) -> dict[str, Any]:
+    """``d`` when it is a validation result, else ValueError naming ``where``."""
+    if not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
+        raise ValueError(f"{where}: not a specdeploy validation result (schema field)")
+    if not isinstance(d.get("node"), str) or not d["node"]:
+        raise ValueError(f"{where}: a validation result without a node name")
+    return d
 
 
 def now() -> str:

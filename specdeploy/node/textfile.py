@@ -11,15 +11,14 @@ result of all, so node_exporter never sees a series twice.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.result import read_result
 
 
 def _acc(r: dict[str, Any]) -> dict[str, Any]:
@@ -242,9 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in args.results:
         try:
-            results.append(json.loads(Path(name).read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
+            results.append(read_result(name))
+        except OSError as exc:
             print(f"spec-textfile: error: RESULT {name}: {cli.reason(exc)}", file=sys.stderr)
+            return 2
+        except ValueError as exc:  # names the file: not UTF-8, not JSON, not a result
+            print(f"spec-textfile: error: RESULT {exc}", file=sys.stderr)
             return 2
     try:
         atomic_write(args.out, prom_textfile(results))
