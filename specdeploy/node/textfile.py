@@ -49,15 +49,25 @@ def _epoch(r: dict[str, Any]) -> float | None:
     return ts.timestamp() if ts.tzinfo else None
 
 
+# A validation that passed: "waived" (exit 0) is one too, the operator's waiver standing; it
+# has its own gauge, so the failing-validation alert stays quiet while the waiver stands.
+PASSED = ("pass", "waived")
+
 # How a validation ended: (name suffix, help for the per-release series, help for the node's
 # newest result, the value). The same three gauges exist as specdeploy_validation_* (one per
 # node, release and model) and as specdeploy_last_validation_* (one per node).
 _OUTCOME_GAUGES: tuple[tuple[str, str, str, Callable[[dict[str, Any]], float | None]], ...] = (
     (
         "passed",
-        "1 if the validation passed, else 0",
-        "1 if the node's newest validation passed, else 0",
-        lambda r: 1.0 if r.get("status") == "pass" else 0.0,
+        "1 if the validation passed (a waived speed-up gate counts: see _waived), else 0",
+        "1 if the node's newest validation passed (waived included), else 0",
+        lambda r: 1.0 if r.get("status") in PASSED else 0.0,
+    ),
+    (
+        "waived",
+        "1 if the validation passed only because its speed-up gate is waived, else 0",
+        "1 if the node's newest validation passed with the speed-up gate waived, else 0",
+        lambda r: 1.0 if r.get("status") == "waived" else 0.0,
     ),
     (
         "exit_code",
