@@ -62,12 +62,12 @@ test-faults: setup ## the fault-injection suite alone (part of make test; its gr
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m testbed.demo
 
-sandbox-up: setup ## boot NODES=N sandbox GPU nodes, write inventory/sandbox, stage the test models
+sandbox-up: setup ## boot NODES=N systemd-nspawn nodes on 127.0.k.1N (no GPU: replayed nvidia-smi, stand-in server), write inventory/sandbox[-k]/, stage the test models (k: SPECDEPLOY_SANDBOX_INSTANCE, default 0)
 	@hosts=$$($(BIN)/python -m testbed.sandbox up --nodes $(NODES)); \
 	$(PLAYBOOK) -i "$$hosts" tests/playbooks/stage-models.yml >/dev/null; \
 	echo "sandbox ready (models staged): make deploy INVENTORY=$$(dirname "$${hosts#$(CURDIR)/}")"
 
-sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, mount or address
+sandbox-down: $(VENV)/.stamp ## stop instance k's nodes (SPECDEPLOY_SANDBOX_INSTANCE, default 0), remove its state; refused while a test session holds it
 	$(BIN)/python -m testbed.sandbox down
 
 deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
