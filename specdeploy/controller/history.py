@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.node import cli
+from specdeploy.node.result import from_throughput
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -439,24 +440,61 @@ def record_starts(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> in
     return len(rows)
 
 
+def levels_text(levels: object) -> str:
+    """Per-level figures as the operator reads them: ``c=1 112.3 tok/s 1.84x, c=8 ...``
+    (rounded; a level without a figure is left out)."""
+    out = []
+    rows = levels.values() if isinstance(levels, dict) else levels
+    for lv in sorted(
+        (x for x in rows or [] if isinstance(x, dict)),
+        key=lambda x: _number(x.get("concurrency")) or 0,
+    ):
+        tps = _number(lv.get("output_tps"))
+        if tps is None or not math.isfinite(tps):
+            continue
+        su = _number(lv.get("speed_up"))
+        shown = f"c={lv.get('concurrency')} {tps:.1f} tok/s"
+        out.append(shown + (f" {su:.2f}x" if su is not None and math.isfinite(su) else ""))
+    return ", ".join(out)
+
+
 def downtime_line(entry: dict[str, Any]) -> str:
-    """What the operator reads last after a deploy or rollback, for one node's start: its
-    downtime window and parts, and the validated throughput and speed-up when measured."""
+    """What the operator reads last after a deploy or rollback, for one start of a node (a
+    deploy with a baseline start has two): its downtime window and parts, then what was
+    measured after it, per level: the validation's throughput and speed-up (``levels``), or a
+    baseline start's throughput without speculation (``baseline``, a throughput/1 document)."""
     v = start_values(entry)
     node, release, action = v["node"], v["release"], v["action"]
     if not v["restarted"]:
         return f"{node}: no restart, no downtime (release {release})"
     if v["window_s"] is None:
-        return f"{node}: restarted ({action} of {release}); the engine log did not say ready"
-    window = entry.get("window") or {}
-    parts = ", ".join(f"{phase} {seconds} s" for phase, seconds in window["parts"].items())
-    figures = ""
-    if v["output_tps"] is not None:
-        figures = f"; validated: {entry['output_tps']} tok/s"
-        if v["speed_up"] is not None:
-            figures += f", speed-up {entry['speed_up']}x"
-    head = f"{node}: downtime window {window['window_s']} s ({action} of {release}; {parts})"
-    return head + figures
+        head = f"{node}: restarted ({action} of {release}); the engine log did not say ready"
+    else:
+        window = entry.get("window") or {}
+        parts = ", ".join(f"{phase} {seconds} s" for phase, seconds in window["parts"].items())
+        head = f"{node}: downtime window {window['window_s']} s ({action} of {release}; {parts})"
+    baseline = entry.get("baseline")
+    if isinstance(baseline, dict) and (text := levels_text(baseline.get("levels"))):
+        return f"{head}; measured without speculation: {text}"
+    if text := levels_text(entry.get("levels")):
+        return f"{head}; validated: {text}"
+    if v["output_tps"] is not None:  # a validation without levels: its acceptance repeats
+        return (
+            head
+            + f"; validated: {v['output_tps']:.1f} tok/s"
+            + (f", speed-up {v['speed_up']:.2f}x" if v["speed_up"] is not None else "")
+        )
+    return head
+
+
+def baseline_results(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The results to record for the baseline starts among a deploy's starts (their
+    throughput/1 documents, ``baseline``), checked before anything is written."""
+    return [
+        from_throughput(e["baseline"], f"--json: baseline of {e.get('node')}")
+        for e in entries
+        if isinstance(e.get("baseline"), dict)
+    ]
 
 
 def starts(
@@ -578,17 +616,25 @@ def _downtime(text: str, db: str | None) -> int:
     except (json.JSONDecodeError, ValueError) as exc:
         return cli.usage_error("spec-history", f"--json: {exc}")
     restarts = [e for e in entries if start_values(e)["restarted"]]
-    recorded = 0
-    if db and restarts:
+    try:
+        baselines = baseline_results(entries)
+    except ValueError as exc:
+        return cli.usage_error("spec-history", exc)
+    recorded = baselines_recorded = 0
+    if db and (restarts or baselines):
         try:
             conn = connect(db)
             try:
                 recorded = record_starts(conn, restarts)
+                # The baseline start's measurement: the next release takes it from here
+                # (no second baseline start) and `make advise` finds it.
+                baselines_recorded = sum(record(conn, r) is not None for r in baselines)
             finally:
                 conn.close()
         except HistoryError as exc:
             return cli.usage_error("spec-history", f"--db {exc}")
-    print(json.dumps({"lines": lines, "recorded": recorded, "db": db}))
+    out = {"lines": lines, "recorded": recorded, "baselines": baselines_recorded, "db": db}
+    print(json.dumps(out))
     return 0
 
 
