@@ -64,7 +64,7 @@ def test_check_diff_runs_through_on_a_fresh_node(play, node):
     assert node.run("getent passwd vllm").returncode != 0, "not a fresh node"
     listing = node.listing()
     run = play("deploy.yml", "--check", "--diff", extra=INPUTS)
-    assert run.returncode == 0, run.tail()
+    assert run.returncode == 0, run.failure_message() + run.tail()
     assert "getpwnam" not in run.stdout
     assert run.recap(play.host)["failed"] == 0 and run.recap(play.host)["changed"] > 0
     assert "/var/cache/specdeploy" in run.stdout  # the layout it would create, in the diff
