@@ -34,7 +34,17 @@ from typing import Any
 from specdeploy.node import cli, jsontext
 from specdeploy.node.deploy_lock import alive, describe
 
-VALIDATED = "active"  # a release's status once it passed its validation on the node
+PASSED = ("pass", "waived")  # a validation that let the release serve
+
+
+def validated_since_activation(manifest: dict[str, Any]) -> bool:
+    """Whether the release passed a validation after it was last activated (its status is
+    ``active`` from the switch on, before any check ran: that alone proves nothing)."""
+    last = manifest.get("last_validation")
+    if not isinstance(last, dict) or last.get("status") not in PASSED:
+        return False
+    activated = manifest.get("activated_at") or (manifest.get("last_activation") or {}).get("at")
+    return str(last.get("at") or "") >= str(activated or "")
 
 
 def lock_state(owner: dict[str, Any] | None) -> tuple[str, str]:
@@ -61,7 +71,8 @@ def decide(
     if state != "interrupted":
         return {"state": state, "action": "none", "message": f"{node}: {text}"}
     release = current.get("release_id") or current.get("current")
-    status = current.get("status")
+    status = "validated" if validated_since_activation(current) else "not validated since its "
+    status += "" if status == "validated" else f"activation at {current.get('activated_at', '?')}"
     run = f"the interrupted {owner.get('purpose', 'deploy') if owner else 'run'}"
     if not release:
         return {
@@ -70,7 +81,7 @@ def decide(
             "message": f"{node}: {run} had switched nothing (no release is current); its "
             "lock is given back",
         }
-    if status == VALIDATED:
+    if validated_since_activation(current):
         return {
             "state": "kept",
             "action": "unlock",
@@ -82,13 +93,13 @@ def decide(
             "state": "rolled-back",
             "action": "rollback",
             "message": f"{node}: {run} left release {release} current without validating it "
-            f"(status {status}); rolled back to {previous}, the release that served before",
+            f"({status}); rolled back to {previous}, the release that served before",
         }
     return {
         "state": "unvalidated",
         "action": "unlock",
         "message": f"{node}: {run} left release {release} current without validating it "
-        f"(status {status}) and nothing earlier to go back to: it serves UNVALIDATED; run "
+        f"({status}) and nothing earlier to go back to: it serves UNVALIDATED; run "
         "make deploy again to validate it",
     }
 

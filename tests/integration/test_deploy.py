@@ -527,7 +527,8 @@ def test_ctrl_c_mid_deploy_ends_in_a_named_safe_state_shown_by_status(first, pla
     changed = {**SPECULATIVE, "num_speculative_tokens": 2}
     reports = {"validation_report_root": str(tmp_path)}
     extra = json.dumps({"specdeploy_speculative_config": changed, **reports})
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
+           "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}  # fmt: skip
     make = subprocess.Popen(
         ["make", "-s", "deploy", f"INVENTORY={play.inventory}", f"EXTRA=-e '{extra}'"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -552,7 +553,9 @@ def test_ctrl_c_mid_deploy_ends_in_a_named_safe_state_shown_by_status(first, pla
     assert interrupted_at != before  # the switch had happened: an unvalidated release served
     assert "User interrupted execution" in out
     assert "the run was interrupted; ending what it left on each node" in out
-    assert f"rolled-back: {play.host}: the interrupted deploy left release {interrupted_at}" in out
+    cleanup = out[out.index("the run was interrupted") :]
+    said = f"rolled-back: {play.host}: the interrupted deploy left release {interrupted_at}"
+    assert said in cleanup, cleanup[-6000:]
     assert node.current_release() == before
     assert node.service("ActiveState")["ActiveState"] == "active"
     assert node.sh("sudo -n ls -A /run/lock/specdeploy/opt_specdeploy/ 2>/dev/null || true") == ""

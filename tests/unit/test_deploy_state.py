@@ -43,18 +43,26 @@ def test_a_dead_runs_lock_is_interrupted_never_running(dead) -> None:
     assert "only it can tell" in deploy_state.lock_state(other)[1]
 
 
+ACTIVATED = {"release_id": "r2", "status": "active", "activated_at": "2026-12-04T01:00:00Z"}
+PASSED_AFTER = {"status": "pass", "at": "2026-12-04T01:05:00Z"}
+PASSED_BEFORE = {"status": "pass", "at": "2026-12-03T01:05:00Z"}  # an earlier activation's
+
+
 @pytest.mark.parametrize(
-    "status, previous, state, action",
+    "validation, previous, state, action",
     [
-        ("verified", "r1", "rolled-back", "rollback"),  # switched to r2, never validated
-        ("active", "r1", "kept", "unlock"),  # r2 validated before the interruption
-        ("verified", None, "unvalidated", "unlock"),  # a first deploy: nothing to go back to
+        (None, "r1", "rolled-back", "rollback"),  # switched to r2 ("active"), never validated
+        (PASSED_BEFORE, "r1", "rolled-back", "rollback"),  # validated before, not since
+        ({**PASSED_AFTER, "status": "fail"}, "r1", "rolled-back", "rollback"),
+        (PASSED_AFTER, "r1", "kept", "unlock"),  # r2 validated before the interruption
+        (None, None, "unvalidated", "unlock"),  # a first deploy: nothing to go back to
     ],
 )
 def test_the_clean_up_after_an_interrupted_deploy_names_a_safe_state(
-    dead, status, previous, state, action
+    dead, validation, previous, state, action
 ) -> None:
-    plan = deploy_state.decide("gpu-01", dead, {"release_id": "r2", "status": status}, previous)
+    current = {**ACTIVATED, **({"last_validation": validation} if validation else {})}
+    plan = deploy_state.decide("gpu-01", dead, current, previous)
     assert (plan["state"], plan["action"]) == (state, action)
     assert plan["message"].startswith("gpu-01: the interrupted deploy")
 
