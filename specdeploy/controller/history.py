@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node import cli
+from specdeploy.node import cli, jsontext
 from specdeploy.node.result import from_throughput
 
 SCHEMA = """
@@ -487,16 +487,6 @@ def downtime_line(entry: dict[str, Any]) -> str:
     return head
 
 
-def baseline_results(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The results to record for the baseline starts among a deploy's starts (their
-    throughput/1 documents, ``baseline``), checked before anything is written."""
-    return [
-        from_throughput(e["baseline"], f"--json: baseline of {e.get('node')}")
-        for e in entries
-        if isinstance(e.get("baseline"), dict)
-    ]
-
-
 def starts(
     conn: sqlite3.Connection, node: str | None = None, *, latest: bool = False
 ) -> list[dict[str, Any]]:
@@ -544,6 +534,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     dt.add_argument("--json", required=True, help="a JSON list of starts (node, release, ...)")
     dt.add_argument("--db", help="record the starts that restarted a server here")
+    br = sub.add_parser(
+        "baseline-record", help="keep a baseline start's measurement (throughput/1) as a run"
+    )
+    br.add_argument("--db", required=True)
+    br.add_argument("--json", required=True, help="the throughput/1 document")
     st = sub.add_parser("starts", help="recorded starts and their downtime, one JSON a line")
     st.add_argument("--db", required=True)
     st.add_argument("--node")
@@ -551,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "downtime":
         return _downtime(args.json, args.db)
+    if args.cmd == "baseline-record":
+        return _baseline_record(args.json, args.db)
     if not Path(args.db).exists():
         if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
@@ -616,25 +613,39 @@ def _downtime(text: str, db: str | None) -> int:
     except (json.JSONDecodeError, ValueError) as exc:
         return cli.usage_error("spec-history", f"--json: {exc}")
     restarts = [e for e in entries if start_values(e)["restarted"]]
-    try:
-        baselines = baseline_results(entries)
-    except ValueError as exc:
-        return cli.usage_error("spec-history", exc)
-    recorded = baselines_recorded = 0
-    if db and (restarts or baselines):
+    recorded = 0
+    if db and restarts:
         try:
             conn = connect(db)
             try:
                 recorded = record_starts(conn, restarts)
-                # The baseline start's measurement: the next release takes it from here
-                # (no second baseline start) and `make advise` finds it.
-                baselines_recorded = sum(record(conn, r) is not None for r in baselines)
             finally:
                 conn.close()
         except HistoryError as exc:
             return cli.usage_error("spec-history", f"--db {exc}")
-    out = {"lines": lines, "recorded": recorded, "baselines": baselines_recorded, "db": db}
-    print(json.dumps(out))
+    print(json.dumps({"lines": lines, "recorded": recorded, "db": db}))
+    return 0
+
+
+def _baseline_record(text: str, db: str) -> int:
+    """baseline-record: a baseline start's throughput/1 document kept as the node's
+    no-speculation run (result.from_throughput), so the next release plans 'history' instead
+    of another baseline start and `make advise` finds a baseline. Recorded once (its run id
+    comes from the document). {"recorded": bool, "levels": {c: tok/s}}; exit 2 on bad input."""
+    try:
+        result = from_throughput(jsontext.parse_object(text, "--json"), "--json")
+    except ValueError as exc:
+        return cli.usage_error("spec-history", exc)
+    try:
+        conn = connect(db)
+        try:
+            new = record(conn, result) is not None
+        finally:
+            conn.close()
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    levels = {str(lv["concurrency"]): lv["output_tps"] for lv in result["speed"]["levels"]}
+    print(json.dumps({"recorded": new, "levels": levels, "db": db}))
     return 0
 
 
