@@ -162,9 +162,6 @@ def test_the_066x_config_with_the_gate_waived_serves_shown_as_waived(chain):
             "specdeploy_standin_profile": SLOW_066,
             "specdeploy_speed_up_waiver": WAIVER,
             "specdeploy_gates": gates,
-            # an empty history: the first case's baseline start is in the chain's own, and the
-            # plan would take it from there (knob > history > serving release)
-            "validation_report_root": str(chain.root / "serving-release"),
         }
     )
     assert run.returncode == 0, run.tail()
