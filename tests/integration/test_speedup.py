@@ -118,17 +118,13 @@ def test_first_deploy_of_a_066x_config_without_baseline_fails_and_serves_without
     # The baseline start is in the failed release's own start record.
     actions = [s.get("action") for s in chain.node.manifest(failed).get("starts", [])]
     assert "baseline-start" in actions, actions
-    # ... and in the controller's history, where the next release finds it (issue 28: every
-    # release took another baseline start); the deploy ends with both windows, per level.
+    # ... and in the controller's history, right after it was measured (issue 28: every release
+    # took another baseline start, `make advise` found none), though this deploy then failed.
     from specdeploy.controller import history
 
-    found = history.baseline_levels(
-        chain.root / "history.sqlite", chain.host, "tiny-dsv3", None, None
-    )
+    db = chain.root / "history.sqlite"
+    found = history.baseline_levels(db, chain.host, "tiny-dsv3", None, None)
     assert sorted(found) == [1, 4], found
-    last = out.rsplit("TASK [", 1)[-1]
-    assert f"{chain.host}: downtime window " in last and f"(baseline-start of {failed}; " in last
-    assert "measured without speculation: c=1 " in last and ", c=4 " in last, last
     # What serves now: the same inputs with speculation off, a release of its own.
     serving = chain.node.manifest()
     assert serving["speculation_disabled"]["derived_from"] == failed
