@@ -23,7 +23,7 @@ PLAYBOOK    := $(BIN)/ansible-playbook
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
                 prometheus prometheus-node-exporter chromium
 
-.PHONY: drafter drafter-venv help setup demo test test-faults lint bench deploy plan rollback validate advise status schedule unschedule monitoring \
+.PHONY: drafter drafter-venv help setup demo test test-faults lint collection bench deploy plan rollback validate advise status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
 
 help: ## list the targets
@@ -47,11 +47,15 @@ prefetch: $(VENV)/.stamp ## download the pinned wheels into the cache (once)
 
 setup: $(VENV)/.stamp .apt-stamp prefetch ## venv, apt packages and cached downloads
 
-lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check and format
+lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check and format, ansible-test sanity
 	$(BIN)/yamllint --strict .
 	$(BIN)/ansible-lint --profile production --offline -q
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	VENV=$(CURDIR)/$(VENV) scripts/sanity.sh
+
+collection: $(VENV)/.stamp ## build the collection tarball into build/ (ansible-galaxy collection install it)
+	$(BIN)/ansible-galaxy collection build --force --output-path build
 
 test: setup drafter-venv lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
 	$(BIN)/python tests/run_groups.py -- $(PYTEST_ARGS)

@@ -32,7 +32,7 @@ import sys
 from typing import Any
 
 from specdeploy.node import cli, jsontext
-from specdeploy.node.deploy_lock import alive, describe
+from specdeploy.node.module_utils.deploy_lock import alive, describe
 
 PASSED = ("pass", "waived")  # a validation that let the release serve
 

@@ -4,8 +4,9 @@ served instead).
 
 A variable "looks like a knob" when its name starts with a role's prefix (``specdeploy_``,
 ``validation_``, ``vllm_service_`` ...; ``advise_`` for `make advise`). It is known when a role
-documents it (defaults or argument specs: the list ``specdeploy.controller.knobs_doc``
-generates) or when the toolkit's own code names it (roles, playbooks, plugins, templates,
+documents it (the top-level keys of its ``defaults/main.yml`` and the options of its
+``meta/argument_specs.yml``, what scripts/knobs_doc.py lists in the production inventory) or
+when the toolkit's own code names it (roles, playbooks, plugins, templates,
 Python: playbook-level knobs such as ``rollback_to``). Anything else is refused before any
 node changes, one line a knob, naming where it was set and the closest known knob:
 
@@ -32,7 +33,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from specdeploy.controller import knobs_doc
+import yaml
+
 from specdeploy.node import cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,12 +45,36 @@ EXTRA_PREFIXES = ("advise",)  # playbooks/advise.yml's knobs (no role of that na
 
 
 class KnobsCheckError(Exception):
-    """The inventory could not be read (names the source)."""
+    """The inventory or a role file could not be read (names the source)."""
+
+
+def roles(repo: Path = REPO) -> list[Path]:
+    """The collection's roles (each has meta/argument_specs.yml)."""
+    return sorted(p.parent.parent for p in (repo / "roles").glob("*/meta/argument_specs.yml"))
 
 
 def prefixes(repo: Path = REPO) -> tuple[str, ...]:
     """The name prefixes of the toolkit's knobs: each role's name, and ``advise``."""
-    return tuple(sorted({r.name for r in knobs_doc.roles(repo)} | set(EXTRA_PREFIXES)))
+    return tuple(sorted({r.name for r in roles(repo)} | set(EXTRA_PREFIXES)))
+
+
+def _yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise KnobsCheckError(f"{path}: {cli.reason(exc)}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def documented(repo: Path = REPO) -> list[str]:
+    """Every knob a role documents: its defaults' keys and its argument specs' options."""
+    names: set[str] = set()
+    for role in roles(repo):
+        names.update(str(k) for k in _yaml(role / "defaults" / "main.yml"))
+        specs = _yaml(role / "meta" / "argument_specs.yml").get("argument_specs") or {}
+        for entry in specs.values():
+            names.update(str(k) for k in ((entry or {}).get("options") or {}))
+    return sorted(n for n in names if not n.startswith("_"))
 
 
 def _code_files(repo: Path) -> Iterable[Path]:
@@ -63,16 +89,16 @@ def _code_files(repo: Path) -> Iterable[Path]:
 
 def known_names(repo: Path = REPO) -> tuple[set[str], list[str]]:
     """(every knob-like name the code reads or a role documents, the role-documented ones)."""
-    documented = knobs_doc.render(repo)[1]
+    documented_names = documented(repo)
     alternatives = "|".join(map(re.escape, prefixes(repo)))
     pattern = re.compile(rf"\b(?:{alternatives})_[a-z0-9_]+\b")
-    found = set(documented)
+    found = set(documented_names)
     for path in _code_files(repo):
         try:
             found.update(pattern.findall(path.read_text(encoding="utf-8", errors="replace")))
         except OSError:
             continue
-    return found, documented
+    return found, documented_names
 
 
 def unknown_knobs(
@@ -131,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hostvars = inventory_hostvars(args.inventory, hosts)
         known, documented = known_names()
-    except (KnobsCheckError, knobs_doc.KnobsDocError) as exc:
+    except KnobsCheckError as exc:
         return cli.usage_error("knobs-check", exc)
     found = unknown_knobs(hostvars, known, documented, prefixes())
     if args.json:

@@ -19,6 +19,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from specdeploy.controller import toolkit_archive
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
@@ -28,9 +29,15 @@ FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 MAIN = "import runpy\n\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
 
 
-def members(repo: Path = REPO) -> list[Path]:
-    top = [repo / "specdeploy" / "__init__.py"]
-    node = sorted(p for p in (repo / PACKAGE).rglob("*.py") if "__pycache__" not in p.parts)
+def members(repo: Path = REPO) -> list[tuple[str, Path]]:
+    """(name in the zip, source): the node package's Python files, the collection's
+    module_utils packed where the node package imports them (as in a release)."""
+    top = [("specdeploy/__init__.py", repo / "specdeploy" / "__init__.py")]
+    node = [
+        (name, path)
+        for name, path in toolkit_archive.toolkit_members("release", repo)
+        if name.startswith(PACKAGE + "/") and name.endswith(".py")
+    ]
     return top + node
 
 
@@ -42,8 +49,8 @@ def build(module: str, repo: Path = REPO) -> bytes:
         raise ValueError(f"--module {module}: only node-side modules (specdeploy.node.*)")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for source in members(repo):
-            info = zipfile.ZipInfo(source.relative_to(repo).as_posix(), FIXED_TIME)
+        for name, source in members(repo):
+            info = zipfile.ZipInfo(name, FIXED_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, source.read_bytes())
         info = zipfile.ZipInfo("__main__.py", FIXED_TIME)

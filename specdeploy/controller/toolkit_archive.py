@@ -2,6 +2,7 @@
 
 Two parts, each with its own fingerprint and archive:
 - ``release``: what runs on the node (``specdeploy/__init__.py``, ``specdeploy/node/``, the
+  collection's ``plugins/module_utils/`` packed as ``specdeploy/node/module_utils/``, the
   patch series, ``requirements-node.txt``). A release holds its own copy, so it re-verifies
   itself with the patcher that built it and a rollback brings that exact tool back. This
   fingerprint is part of the release id: new node code means a new release. Controller code,
@@ -32,20 +33,26 @@ SKIP_SUFFIXES = {".pyc", ".pyo"}
 
 @dataclass(frozen=True)
 class Part:
-    """Directories walked recursively, single files, and paths (relative) left out."""
+    """Directories walked recursively, single files, paths (relative) left out, and directories
+    packed under another name (source, name in the archive)."""
 
     dirs: tuple[str, ...]
     files: tuple[str, ...]
     exclude: tuple[str, ...] = ()
+    moved: tuple[tuple[str, str], ...] = ()
+
+
+# The stdlib helpers the collection's modules and the node package share live once, in the
+# collection's plugins/module_utils; a release (and the doctor's zipapp) holds them where the node
+# package imports them, specdeploy/node/module_utils (see that package's __init__).
+MODULE_UTILS = ("plugins/module_utils", "specdeploy/node/module_utils")
 
 
 PARTS = {
     "release": Part(
         dirs=("specdeploy/node", "patches/vllm"),
         files=("specdeploy/__init__.py", "requirements-node.txt"),
-        # regen.py (and its speculators_fit.py) make the series and the manifest on a
-        # developer's machine from downloaded wheels; the node never runs them.
-        exclude=("patches/vllm/regen.py", "patches/vllm/speculators_fit.py"),
+        moved=(MODULE_UTILS,),
     ),
     "standin": Part(
         dirs=("tests/standin", "tests/fixtures/vllm-0.20.2"),
@@ -66,26 +73,42 @@ def _excluded(relative: str, part: Part) -> bool:
     return any(relative == e or relative.startswith(e + "/") for e in part.exclude)
 
 
-def toolkit_files(part: str = "release", repo: Path = REPO) -> list[Path]:
+def _wanted(path: Path, relative: str, spec: Part) -> bool:
+    return (
+        path.is_file()
+        and not SKIP_PARTS & set(path.parts)
+        and path.suffix not in SKIP_SUFFIXES
+        and not path.name.startswith("test_")
+        and not _excluded(relative, spec)
+    )
+
+
+def toolkit_members(part: str = "release", repo: Path = REPO) -> list[tuple[str, Path]]:
+    """(name in the archive, source file), sorted by name."""
     spec = PARTS[part]
-    files = [repo / name for name in spec.files]
+    members = [(name, repo / name) for name in spec.files]
     for top in spec.dirs:
         for path in (repo / top).rglob("*"):
-            if (
-                path.is_file()
-                and not SKIP_PARTS & set(path.parts)
-                and path.suffix not in SKIP_SUFFIXES
-                and not path.name.startswith("test_")
-                and not _excluded(path.relative_to(repo).as_posix(), spec)
-            ):
-                files.append(path)
-    return sorted(files, key=lambda p: p.relative_to(repo).as_posix())
+            relative = path.relative_to(repo).as_posix()
+            if _wanted(path, relative, spec):
+                members.append((relative, path))
+    for source, target in spec.moved:
+        for path in (repo / source).rglob("*"):
+            relative = path.relative_to(repo).as_posix()
+            if _wanted(path, relative, spec):
+                members.append((f"{target}/{path.relative_to(repo / source).as_posix()}", path))
+    return sorted(members)
+
+
+def toolkit_files(part: str = "release", repo: Path = REPO) -> list[str]:
+    """The names in the archive, sorted."""
+    return [name for name, _ in toolkit_members(part, repo)]
 
 
 def fingerprint(part: str = "release", repo: Path = REPO) -> str:
     digest = hashlib.sha256()
-    for path in toolkit_files(part, repo):
-        digest.update(path.relative_to(repo).as_posix().encode() + b"\0")
+    for name, path in toolkit_members(part, repo):
+        digest.update(name.encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -94,9 +117,9 @@ def write_archive(out: Path, part: str = "release", repo: Path = REPO) -> None:
     """A tar with fixed owners, modes and mtimes: the same files give the same bytes."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in toolkit_files(part, repo):
+        for name, path in toolkit_members(part, repo):
             data = path.read_bytes()
-            info = tarfile.TarInfo(path.relative_to(repo).as_posix())
+            info = tarfile.TarInfo(name)
             info.size, info.mtime, info.uid, info.gid = len(data), 0, 0, 0
             info.uname = info.gname = "root"
             info.mode = 0o755 if path.stat().st_mode & 0o100 else 0o644

@@ -79,12 +79,14 @@ def test_each_patch_is_one_concern_with_a_header(manifest: Manifest, version: st
 
 
 def test_regenerating_from_the_wheels_changes_nothing() -> None:
-    """The committed patches and manifest equal what regen.py makes from the real wheels."""
+    """The committed patches and manifest equal what scripts/regen_patches.py makes from the
+    real wheels."""
     proc = subprocess.run(
-        [sys.executable, str(REPO / "patches/vllm/regen.py"), "--check"],
+        [sys.executable, "-m", "scripts.regen_patches", "--check"],
         capture_output=True,
         text=True,
         check=False,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -11,19 +11,19 @@ import json
 import os
 from pathlib import Path
 
-from module_runner import REPO, run_linked_module
+from module_runner import MODULE_UTILS, MODULES, run_module_file
 
-from specdeploy.node import deploy_lock
+from specdeploy.node.module_utils import deploy_lock
 
-MODULE = REPO / "roles" / "specdeploy" / "library" / "specdeploy_deploy_lock.py"
-LINK = REPO / "roles" / "specdeploy" / "module_utils" / "specdeploy_deploy_lock.py"
+MODULE = MODULES / "deploy_lock.py"
+LOGIC = MODULE_UTILS / "deploy_lock.py"
 
 
 def module(root: Path, check: bool = False, diff: bool = False, **args) -> dict:
     args_file = root.parent / "args.json"
     args = {"root": str(root), **args, "_ansible_check_mode": check, "_ansible_diff": diff}
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    return run_linked_module(MODULE, LINK.stem, "specdeploy.node.deploy_lock", args_file)
+    return run_module_file(MODULE, args_file)
 
 
 def owner(token: str) -> dict:
@@ -35,7 +35,11 @@ def held(root: Path) -> str | None:
 
 
 def test_the_module_utils_file_is_the_node_code_itself():
-    assert LINK.is_symlink() and LINK.resolve() == REPO / "specdeploy" / "node" / "deploy_lock.py"
+    # One copy: the module imports the collection's module_utils file, and the node package's
+    # specdeploy.node.module_utils.deploy_lock is that same file (no link, no second copy).
+    assert "plugins.module_utils.deploy_lock import" in MODULE.read_text()
+    assert not LOGIC.is_symlink()
+    assert Path(deploy_lock.__file__).resolve() == LOGIC
 
 
 def test_check_mode_says_it_would_take_the_lock_and_takes_nothing(tmp_path):

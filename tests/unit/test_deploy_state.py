@@ -12,9 +12,9 @@ import subprocess
 import sys
 
 import pytest
+from specdeploy.node.module_utils.deploy_lock import process_starttime
 
 from specdeploy.controller import deploy_state
-from specdeploy.node.deploy_lock import process_starttime
 
 
 def owner(pid: int, purpose: str = "deploy") -> dict:

@@ -10,9 +10,9 @@ import os
 import stat
 from pathlib import Path
 
-from module_runner import REPO, run_module
+from module_runner import MODULES, run_module
 
-MODULE = REPO / "roles" / "specdeploy" / "library" / "specdeploy_files.py"
+MODULE = MODULES / "files.py"
 
 
 def run(tmp_path: Path, items: list[dict], check: bool = False) -> dict:

@@ -38,9 +38,9 @@ def test_make_help_lists_every_target_with_one_line() -> None:
 
 
 def test_production_inventory_documents_every_knob_of_every_role(capsys) -> None:
-    """The section is generated from the roles (specdeploy.controller.knobs_doc): stale, this
-    fails and names the missing knob; `python -m specdeploy.controller.knobs_doc --write`."""
-    from specdeploy.controller import knobs_doc
+    """The section is generated from the roles (scripts/knobs_doc.py): stale, this
+    fails and names the missing knob; `python -m scripts.knobs_doc --write`."""
+    from scripts import knobs_doc
 
     rc = knobs_doc.main(["--check"])
     assert rc == 0, capsys.readouterr().err

@@ -7,9 +7,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from specdeploy.node.module_utils.specdeploy_fsio import atomic_symlink, atomic_write
 
 from specdeploy.node.module_utils import specdeploy_fsio
-from specdeploy.node.module_utils.specdeploy_fsio import atomic_symlink, atomic_write
 
 
 def test_atomic_write_replaces_content_with_mode_and_leaves_no_temporary(tmp_path: Path) -> None:

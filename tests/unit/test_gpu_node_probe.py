@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from module_runner import REPO, run_module
+from module_runner import MODULES, run_module
 
-MODULE = REPO / "roles" / "gpu_node" / "library" / "gpu_node_probe.py"
+MODULE = MODULES / "gpu_node_probe.py"
 
 
 def probe(tmp_path: Path, **args) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from specdeploy.controller import knobs_doc
+from scripts import knobs_doc
 
 REPO = Path(__file__).resolve().parents[2]
 

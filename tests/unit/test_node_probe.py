@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from module_runner import REPO, run_module
+from module_runner import MODULES, run_module
 
-MODULE = REPO / "roles" / "preflight" / "library" / "specdeploy_node_probe.py"
+MODULE = MODULES / "node_probe.py"
 
 
 def probe(tmp_path: Path, **args) -> dict:

@@ -1,4 +1,5 @@
-"""specdeploy.node.release: ledger order, rollback targets, activation records, rebuilds."""
+"""plugins/module_utils/release.py (specdeploy.node.module_utils.release): ledger order,
+rollback targets, activation records, rebuilds."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy.node import release
+from specdeploy.node.module_utils import release
 
-RELEASE_PY = Path(release.__file__)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make(root: Path, rid: str, status: str = "verified") -> None:
@@ -22,12 +23,13 @@ def make(root: Path, rid: str, status: str = "verified") -> None:
 
 
 def run_cli(root: Path, *args: str) -> tuple[int, dict]:
-    # The way Ansible runs it: a standalone script, stdlib only, one JSON object on stdout.
+    # Its command line (specdeploy.node.release): stdlib only, one JSON object on stdout.
     proc = subprocess.run(
-        [sys.executable, str(RELEASE_PY), "--root", str(root), *args],
+        [sys.executable, "-m", "specdeploy.node.release", "--root", str(root), *args],
         capture_output=True,
         text=True,
         check=False,
+        cwd=REPO,
     )
     return proc.returncode, json.loads(proc.stdout)
 

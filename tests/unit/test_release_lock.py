@@ -1,4 +1,5 @@
-"""specdeploy.node.deploy_lock: one deploy at a time per node; stale locks do not block forever."""
+"""plugins/module_utils/deploy_lock.py (specdeploy.node.module_utils.deploy_lock): one deploy
+at a time per node; stale locks do not block forever."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdeploy.node import deploy_lock
+from specdeploy.node.module_utils import deploy_lock
 
-LOCK_PY = Path(deploy_lock.__file__)
+REPO = Path(__file__).resolve().parents[2]
+LOCK_CLI = f"{sys.executable} -m specdeploy.node.deploy_lock"
 
 
 def owner(token: str, pid: int | None = None, controller: str | None = None) -> dict:
@@ -28,7 +30,11 @@ def owner(token: str, pid: int | None = None, controller: str | None = None) -> 
 
 def cli(*args: str) -> tuple[int, dict]:
     proc = subprocess.run(
-        [sys.executable, str(LOCK_PY), *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "specdeploy.node.deploy_lock", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
     )
     return proc.returncode, json.loads(proc.stdout)
 
@@ -93,11 +99,9 @@ def test_a_corrupt_lock_is_stale(tmp_path):
 def test_whoami_finds_the_outermost_ansible_playbook(tmp_path):
     # A fake ansible-playbook that runs whoami through a shell, as Ansible's workers do.
     fake = tmp_path / "ansible-playbook"
-    fake.write_text(
-        f"#!/bin/sh\n/bin/sh -c '{sys.executable} {LOCK_PY} whoami --purpose rollback'\n"
-    )
+    fake.write_text(f"#!/bin/sh\n/bin/sh -c '{LOCK_CLI} whoami --purpose rollback'\n")
     fake.chmod(0o755)
-    proc = subprocess.Popen([str(fake)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([str(fake)], stdout=subprocess.PIPE, text=True, cwd=REPO)
     out = json.loads(proc.communicate()[0])
     assert out["pid"] == proc.pid
     assert out["purpose"] == "rollback" and len(out["token"]) == 32

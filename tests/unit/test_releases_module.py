@@ -11,10 +11,12 @@ import json
 import os
 from pathlib import Path
 
-from module_runner import REPO, run_linked_module
+from module_runner import MODULE_UTILS, MODULES, run_module_file
 
-MODULE = REPO / "roles" / "specdeploy" / "library" / "specdeploy_releases.py"
-LINK = REPO / "roles" / "specdeploy" / "module_utils" / "specdeploy_release.py"
+from specdeploy.node.module_utils import release
+
+MODULE = MODULES / "releases.py"
+LOGIC = MODULE_UTILS / "release.py"
 
 
 def module(tmp_path: Path, check: bool = False, diff: bool = False, **args) -> dict:
@@ -22,7 +24,7 @@ def module(tmp_path: Path, check: bool = False, diff: bool = False, **args) -> d
     args = {"root": str(tmp_path / "root"), **args}
     args.update(_ansible_check_mode=check, _ansible_diff=diff)
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    return run_linked_module(MODULE, LINK.stem, "specdeploy.node.release", args_file)
+    return run_module_file(MODULE, args_file)
 
 
 def listing(root: Path) -> dict[str, str]:
@@ -34,7 +36,11 @@ def listing(root: Path) -> dict[str, str]:
 
 
 def test_the_module_utils_file_is_the_node_code_itself():
-    assert LINK.is_symlink() and LINK.resolve() == REPO / "specdeploy" / "node" / "release.py"
+    # One copy: the module imports the collection's module_utils file, and the node package's
+    # specdeploy.node.module_utils.release is that same file (no link, no second copy).
+    assert "plugins.module_utils.release import" in MODULE.read_text()
+    assert not LOGIC.is_symlink()
+    assert Path(release.__file__).resolve() == LOGIC
 
 
 def test_build_activate_and_a_second_run_changes_nothing(tmp_path):

@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from module_runner import REPO, run_linked_module
+from module_runner import MODULE_UTILS, MODULES, REPO, run_module_file
 
-from specdeploy.node import deploy_lock, release, steady
+from specdeploy.node.module_utils import deploy_lock, release, steady
 
-MODULE = REPO / "roles" / "specdeploy" / "library" / "specdeploy_steady.py"
-LINK = REPO / "roles" / "specdeploy" / "module_utils" / "specdeploy_steady.py"
+MODULE = MODULES / "steady.py"
+LOGIC = MODULE_UTILS / "steady.py"
 RID = "0.16.0-abc"
 USER = pwd.getpwuid(os.getuid()).pw_name
 GROUP = grp.getgrgid(os.getgid()).gr_name
@@ -186,11 +186,15 @@ def module(node: dict, tmp_path: Path, check: bool = False, **extra) -> dict:
     args_file = tmp_path / "args.json"
     args = {**spec_of(node), **extra, "_ansible_check_mode": check}
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    return run_linked_module(MODULE, LINK.stem, "specdeploy.node.steady", args_file)
+    return run_module_file(MODULE, args_file)
 
 
 def test_the_module_utils_file_is_the_node_code_itself():
-    assert LINK.is_symlink() and LINK.resolve() == REPO / "specdeploy" / "node" / "steady.py"
+    # One copy: the module imports the collection's module_utils file, and the node package's
+    # specdeploy.node.module_utils.steady is that same file (no link, no second copy).
+    assert "plugins.module_utils.steady import" in MODULE.read_text()
+    assert not LOGIC.is_symlink()
+    assert Path(steady.__file__).resolve() == LOGIC
 
 
 def test_the_module_reports_steady_and_check_mode_leaves_the_smoke_out(node, tmp_path):

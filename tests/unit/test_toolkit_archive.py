@@ -12,11 +12,11 @@ import pytest
 from specdeploy.controller import toolkit_archive
 
 REPO = Path(__file__).resolve().parents[2]
-NODE_SIDE = ("specdeploy/node/", "patches/vllm/")
+NODE_SIDE = ("specdeploy/node/", "patches/vllm/")  # plugins/module_utils is packed under node/
 
 
 def relative(part: str, repo: Path = REPO) -> list[str]:
-    return [p.relative_to(repo).as_posix() for p in toolkit_archive.toolkit_files(part, repo)]
+    return toolkit_archive.toolkit_files(part, repo)
 
 
 def test_the_release_holds_node_side_code_only():
@@ -30,7 +30,8 @@ def test_the_release_holds_node_side_code_only():
         and f not in ("specdeploy/__init__.py", "requirements-node.txt")
     ]
     assert strays == []
-    assert "patches/vllm/regen.py" not in files  # a developer's tool, run on the controller
+    # Maintainer tools live in scripts/, outside every directory a release takes.
+    assert not [f for f in files if f.startswith("scripts/") or f.endswith("regen_patches.py")]
 
 
 def test_the_standin_part_is_the_standin_and_its_recordings_only():
@@ -67,10 +68,12 @@ def checkout(tmp_path):
     """A copy of the files both parts read, plus the test tooling and controller code."""
     for top in (
         "specdeploy",
+        "plugins",
         "patches",
         "tests/standin",
         "tests/fixtures/vllm-0.20.2",
         "tests/testbed",
+        "scripts",
     ):
         shutil.copytree(REPO / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(REPO / "requirements-node.txt", tmp_path / "requirements-node.txt")
@@ -92,7 +95,7 @@ def test_only_node_code_changes_the_release_fingerprint(checkout):
         "tests/standin/profiles/pass.json",
         "tests/standin/harness.py",
         "specdeploy/controller/report.py",
-        "patches/vllm/regen.py",
+        "scripts/regen_patches.py",
     ):
         append(checkout / edited)
     assert toolkit_archive.fingerprint("release", checkout) == release

@@ -1,7 +1,18 @@
-"""Stdlib-only helpers shared by the Python package and the roles' Ansible modules.
+"""The collection's ``plugins/module_utils`` as ``specdeploy.node.module_utils``.
 
-ansible.cfg names this directory as a module_utils path, so a module imports a file here as
-``ansible.module_utils.<name>`` and Ansible ships it with the module; the package imports it as
-``specdeploy.node.module_utils.<name>``. One copy of each helper, two ways in. The file names
-carry a ``specdeploy_`` prefix so they never shadow one of Ansible's own module_utils.
+The stdlib-only code shared by the collection's modules and the node package lives once, in
+``plugins/module_utils/`` (the file deploy lock, the release ledger, the steady-node check,
+atomic writes, the safetensors header). A module imports it as
+``ansible_collections.specdeploy.toolkit.plugins.module_utils.<name>`` and Ansible ships it
+with the module; the node package imports it as ``specdeploy.node.module_utils.<name>``. In the
+source tree this package's path is that directory; in a release (and in the doctor's zipapp)
+the files are packed here, under ``specdeploy/node/module_utils/``
+(``specdeploy.controller.toolkit_archive.node_files``). Between themselves they import
+relatively, which works both ways.
 """
+
+from pathlib import Path
+
+_SOURCE = Path(__file__).resolve().parents[3] / "plugins" / "module_utils"
+if _SOURCE.is_dir():
+    __path__.append(str(_SOURCE))

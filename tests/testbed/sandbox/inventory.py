@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+
 from testbed.sandbox.config import (
     ADMIN_USER,
     GROUP_VARS,

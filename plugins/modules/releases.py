@@ -1,35 +1,23 @@
 #!/usr/bin/python
 """Ansible module: the node's releases, `current` and the activation ledger.
 
-The logic is specdeploy/node/release.py (stdlib only; it reaches the module as the module_utils
-file roles/specdeploy/module_utils/specdeploy_release.py, a link to it: one copy). As a module
+The logic is the collection's module_utils release (plugins/module_utils/release.py, stdlib
+only; the node package imports the same file as specdeploy.node.module_utils.release). As a module
 it runs in check mode (it says what it would change and changes nothing) and shows a diff,
 which `ansible.builtin.script` could not: the deploy's check mode no longer skips it.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.specdeploy_release import (
-    STATUSES,
-    ReleaseError,
-    activate,
-    current_release,
-    deactivate,
-    init_release,
-    prune,
-    record_start,
-    rollback_target,
-    status,
-    update_release,
-)
-
 DOCUMENTATION = r"""
-module: specdeploy_releases
+module: releases
 short_description: Create, update, activate and prune specdeploy releases on a node
+description:
+  - Manages the node's releases, the C(current) link and the activation ledger (the logic is the
+    collection's module_utils C(release)).
+  - Check mode says what would change and changes nothing; diff mode shows the change.
+author: specdeploy maintainers (!UNKNOWN)
+version_added: 0.1.0
 options:
   root:
     description: The release root (releases/, current, ledger.jsonl).
@@ -47,7 +35,10 @@ options:
     description: The new status (update).
     type: str
     choices: [building, verified, active, inactive, failed]
-  from_status: {description: "Change the status only from this one (update).", type: str}
+  from_status:
+    description: Change the status only from this one (update).
+    type: str
+    choices: [building, verified, active, inactive, failed]
   reason: {description: "Why (update).", type: str}
   failure_stage: {description: "With status failed (update).", type: str, choices: [build, serve]}
   start: {description: "One start record (record_start).", type: dict}
@@ -58,6 +49,21 @@ options:
     description: Seconds to wait for an interrupted run's processes (init).
     type: float
     default: 300
+"""
+
+EXAMPLES = r"""
+- name: Start a release
+  specdeploy.toolkit.releases:
+    root: /opt/specdeploy
+    command: init
+    release_id: 0.16.0-abc123
+    inputs: {vllm_version: 0.16.0}
+
+- name: Point current at it
+  specdeploy.toolkit.releases:
+    root: /opt/specdeploy
+    command: activate
+    release_id: 0.16.0-abc123
 """
 
 RETURN = r"""
@@ -75,6 +81,24 @@ error:
   type: str
   returned: when refused
 """
+
+import json
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.release import (
+    STATUSES,
+    ReleaseError,
+    activate,
+    current_release,
+    deactivate,
+    init_release,
+    prune,
+    record_start,
+    rollback_target,
+    status,
+    update_release,
+)
 
 REQUIRED = {
     "init": ["release_id", "inputs"],

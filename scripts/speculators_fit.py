@@ -1,5 +1,5 @@
-"""Which ``speculators`` release fits which vLLM, for the drafter pipeline (regen.py writes the
-result into manifest.yml as ``drafter_training``).
+"""Which ``speculators`` release fits which vLLM, for the drafter pipeline
+(scripts/regen_patches.py writes the result into manifest.yml as ``drafter_training``).
 
 The facts below were read off the PyPI wheels of speculators (METADATA and
 ``speculators/data_generation/``), 2026-12-03:

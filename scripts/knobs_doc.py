@@ -6,8 +6,8 @@ default values, commented out, and the options of ``meta/argument_specs.yml`` th
 default there (set by the playbook that runs the role), with their description. The section
 between the BEGIN and END markers is this module's output and nothing else:
 
-    python -m specdeploy.controller.knobs_doc --write    # regenerate the section
-    python -m specdeploy.controller.knobs_doc --check    # exit 1 and name what is stale
+    python -m scripts.knobs_doc --write    # regenerate the section
+    python -m scripts.knobs_doc --check    # exit 1 and name what is stale
 
 Exit codes: 0 up to date (or written), 1 stale (--check), 2 usage or environment error
 (a role file or the inventory file unreadable, no markers).
@@ -24,14 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DOC = Path("inventory/production/group_vars/gpu_nodes.yml")
 BEGIN = (
-    "# ---- BEGIN every knob of every role (generated: python -m specdeploy.controller.knobs_doc"
-    " --write) ----"
+    "# ---- BEGIN every knob of every role (generated: python -m scripts.knobs_doc --write) ----"
 )
 END = "# ---- END every knob of every role ----"
 FIRST_ROLE = "specdeploy"  # the shared knobs every other role reads
@@ -190,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{DOC} is stale ({what or 'a default or description changed'}): run "
-        "python -m specdeploy.controller.knobs_doc --write",
+        "python -m scripts.knobs_doc --write",
         file=sys.stderr,
     )
     return 1

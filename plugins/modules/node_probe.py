@@ -7,21 +7,15 @@ Why a module: the preflight used to run nine stat/slurp/command probes, each one
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.specdeploy_weights import drafter_tensors
-
 DOCUMENTATION = r"""
-module: specdeploy_node_probe
+module: node_probe
 short_description: Read the facts the specdeploy preflight checks, without changing anything
+author: specdeploy maintainers (!UNKNOWN)
 description:
   - Reads the config.json of each model directory, the free space where releases are built,
     who listens on the server port, the service's main PID, and the release that C(current)
     points at (read from the symlink itself) with its manifest.
+version_added: 0.1.0
 options:
   model_dirs:
     description: Directories that must hold a config.json (the target, the drafter).
@@ -48,6 +42,16 @@ options:
     description: The EAGLE-3 drafter; the names and shapes of its d2t/t2d/fc tensors are read.
     type: path
     required: false
+"""
+
+EXAMPLES = r"""
+- name: Read the facts the preflight checks
+  specdeploy.toolkit.node_probe:
+    model_dirs: [/models/target, /models/drafter]
+    release_root: /opt/specdeploy
+    port: 8000
+    service: vllm
+  register: probe
 """
 
 RETURN = r"""
@@ -88,6 +92,16 @@ python_platform:
   type: dict
   returned: always
 """
+
+import json
+import os
+import shutil
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.specdeploy_weights import (
+    drafter_tensors,
+)
 
 # Run by the node's own Python: what selects the wheels it can install.
 PLATFORM_SCRIPT = (

@@ -9,15 +9,14 @@ only where something is missing or different (they stay the tools that change th
 
 from __future__ import annotations
 
-import grp
-import pwd
-import subprocess
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 module: gpu_node_probe
 short_description: Container type, installed packages, service user and group (read-only)
+description:
+  - Reports the container type, the installed state of the given Debian packages, and the
+    service user and group, in one read-only module run.
+author: specdeploy maintainers (!UNKNOWN)
+version_added: 0.1.0
 options:
   packages:
     description: Debian packages whose installed state is reported.
@@ -32,6 +31,15 @@ options:
     description: The service group to look up.
     type: str
     required: true
+"""
+
+EXAMPLES = r"""
+- name: What the provisioning finds on the node
+  specdeploy.toolkit.gpu_node_probe:
+    packages: [python3-venv, systemd]
+    user: vllm
+    group: vllm
+  register: found
 """
 
 RETURN = r"""
@@ -52,6 +60,12 @@ group:
   type: dict
   returned: always
 """
+
+import grp
+import pwd
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
 
 
 def container_type() -> str:

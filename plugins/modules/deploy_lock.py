@@ -1,24 +1,25 @@
 #!/usr/bin/python
 """Ansible module: the node's deploy lock (one deploy or rollback at a time per node).
 
-The logic is specdeploy/node/deploy_lock.py (stdlib only; it reaches the module as the
-module_utils file roles/specdeploy/module_utils/specdeploy_deploy_lock.py, a link to it: one
-copy). As a module it answers as data (acquired, owner, message) instead of an exit code to
-parse, runs in check mode (says whether it would take or give back the lock, changes nothing)
-and shows the lock file's owner record as a diff.
+The logic is the collection's module_utils deploy_lock (plugins/module_utils/deploy_lock.py,
+stdlib only; the node package imports the same file as specdeploy.node.module_utils). As a
+module it answers as data (acquired, owner, message) instead of an exit code to parse, runs in
+check mode (says whether it would take or give back the lock, changes nothing) and shows the
+lock file's owner record as a diff.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.specdeploy_deploy_lock import acquire, lock_path, read_owner, release
-
 DOCUMENTATION = r"""
-module: specdeploy_deploy_lock
+module: deploy_lock
 short_description: Take or give back a node's specdeploy deploy lock
+description:
+  - Takes (state=locked) or gives back (state=unlocked) the node's deploy lock, so one deploy or
+    rollback runs at a time per node; a stale lock of a run that is gone can be broken.
+  - Answers as data (acquired, owner, message); check mode says what it would do; diff mode
+    shows the lock's owner record.
+author: specdeploy maintainers (!UNKNOWN)
+version_added: 0.1.0
 options:
   root: {description: "The release root the lock guards.", type: path, required: true}
   state:
@@ -39,6 +40,21 @@ options:
   token: {description: "This run's token; another run's lock is left alone (unlocked).", type: str}
 """
 
+EXAMPLES = r"""
+- name: Take the deploy lock
+  specdeploy.toolkit.deploy_lock:
+    root: /opt/specdeploy
+    state: locked
+    owner: "{{ whoami.stdout | from_json }}"
+  register: lock
+
+- name: Give it back
+  specdeploy.toolkit.deploy_lock:
+    root: /opt/specdeploy
+    state: unlocked
+    token: "{{ lock.owner.token }}"
+"""
+
 RETURN = r"""
 changed: {description: "Taken or given back (or would be).", type: bool, returned: always}
 acquired: {description: "This run holds the lock (locked).", type: bool, returned: locked}
@@ -47,6 +63,17 @@ owner: {description: "Who holds (or held) the lock; null: free.", type: dict, re
 broken: {description: "The stale lock that was broken.", type: dict, returned: locked}
 message: {description: "Who holds the lock, for the operator.", type: str, returned: when refused}
 """
+
+import json
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.deploy_lock import (
+    acquire,
+    lock_path,
+    read_owner,
+    release,
+)
 
 
 def _text(owner: object) -> str:
@@ -87,7 +114,7 @@ def main() -> None:
             },
             "owner": {"type": "dict"},
             "stale_after": {"type": "float", "default": 4 * 3600.0},
-            "break_token": {"type": "str"},
+            "break_token": {"type": "str", "no_log": False},  # names a lock, grants nothing
             "token": {"type": "str", "no_log": False},
         },
         required_if=[("state", "locked", ["owner"]), ("state", "unlocked", ["token"])],

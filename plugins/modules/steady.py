@@ -2,20 +2,25 @@
 """Ansible module: check, read-only and in one round trip, that a node serves the planned
 release exactly as a deploy would leave it (a no-op deploy's fast path).
 
-The logic is specdeploy/node/steady.py (stdlib only; it reaches the module as the module_utils
-file roles/specdeploy/module_utils/specdeploy_steady.py, a link to it: one copy). The files to
+The logic is the collection's module_utils steady (plugins/module_utils/steady.py, stdlib only;
+the node package imports the same file as specdeploy.node.module_utils.steady). The files to
 compare are rendered on the controller from the roles' own templates and passed as content;
 the secrets files come in their own option, hidden from the output (no_log).
 """
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.specdeploy_steady import check
-
 DOCUMENTATION = r"""
-module: specdeploy_steady
+module: steady
 short_description: Check that a node serves the planned release unchanged (read-only)
+description:
+  - One read-only pass over what the rollout's walk would check on a node that already serves
+    the planned release - the deploy lock, the release and its patched files, the rendered files,
+    the service, old releases to prune, a readiness smoke check - and a drift message for each
+    difference.
+  - Check mode leaves the smoke check out.
+author: specdeploy maintainers (!UNKNOWN)
+version_added: 0.1.0
 options:
   root: {description: "The release root.", type: path, required: true}
   release_id: {description: "The planned release.", type: str, required: true}
@@ -30,7 +35,7 @@ options:
       content: {description: The file's whole content., type: str, required: true}
       owner: {description: User name., type: str, default: root}
       group: {description: Group name., type: str, default: root}
-      mode: {description: Octal mode as a string, e.g. "0644"., type: str, required: true}
+      mode: {description: 'Octal mode as a string, for example "0644".', type: str, required: true}
   secret_files:
     description: Like files, for files that hold secrets (their content is never shown).
     type: list
@@ -41,7 +46,7 @@ options:
       content: {description: The file's whole content (no_log)., type: str, required: true}
       owner: {description: User name., type: str, default: root}
       group: {description: Group name., type: str, default: root}
-      mode: {description: Octal mode as a string, e.g. "0600"., type: str, required: true}
+      mode: {description: 'Octal mode as a string, for example "0600".', type: str, required: true}
   present: {description: "Paths that must exist.", type: list, elements: path, default: []}
   keep_releases:
     description: The prune's keep; a release it would remove is drift.
@@ -55,11 +60,25 @@ options:
   smoke_timeout_s: {description: "Its wall-time limit.", type: float, default: 60}
 """
 
+EXAMPLES = r"""
+- name: Is the node already serving the planned release, unchanged?
+  specdeploy.toolkit.steady:
+    root: /opt/specdeploy
+    release_id: 0.16.0-abc123
+    service: vllm
+    files:
+      - {path: /etc/systemd/system/vllm.service, content: "{{ unit_text }}", mode: "0644"}
+  register: steady
+"""
+
 RETURN = r"""
 steady: {description: "The node serves the release unchanged.", type: bool, returned: always}
 drifts: {description: "What differs (empty when steady).", type: list, returned: always}
 smoke: {description: "The smoke check's result (null when not run).", type: dict, returned: always}
 """
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.steady import check
 
 FILE_OPTIONS = {
     "path": {"type": "path", "required": True},
@@ -79,6 +98,7 @@ def main() -> None:
             "files": {"type": "list", "elements": "dict", "default": [], "options": FILE_OPTIONS},
             "secret_files": {
                 "type": "list",
+                "no_log": False,  # the content suboption is no_log; paths name the drift
                 "elements": "dict",
                 "default": [],
                 # Only the content is secret (the paths name the drift).

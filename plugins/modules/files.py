@@ -11,17 +11,15 @@ on the controller (lookup('template')) and passed as content.
 
 from __future__ import annotations
 
-import grp
-import os
-import pwd
-import stat
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.specdeploy_fsio import atomic_write
-
 DOCUMENTATION = r"""
-module: specdeploy_files
+module: files
 short_description: Directories and small files with content, owner, group and mode, in one run
+description:
+  - Creates directories and writes small files with their content, owner, group and mode,
+    all in one module run (one round trip), atomically (a reader sees the old or the new file).
+  - Check mode says what would change; diff mode shows the content changes.
+author: specdeploy maintainers (!UNKNOWN)
+version_added: 0.1.0
 options:
   items:
     description: In order (a directory before the files in it).
@@ -34,7 +32,17 @@ options:
       content: {description: The file's whole content (state=file)., type: str, default: ""}
       owner: {description: User name., type: str, default: root}
       group: {description: Group name., type: str, default: root}
-      mode: {description: Octal mode as a string, e.g. "0644"., type: str, required: true}
+      mode: {description: 'Octal mode as a string, for example "0644".', type: str, required: true}
+"""
+
+EXAMPLES = r"""
+- name: Write the unit and its drop-in directory
+  specdeploy.toolkit.files:
+    items:
+      - {path: /etc/systemd/system/vllm.service.d, state: directory, mode: "0755"}
+      - path: /etc/systemd/system/vllm.service.d/override.conf
+        content: "[Service]\n"
+        mode: "0644"
 """
 
 RETURN = r"""
@@ -43,6 +51,14 @@ changed_paths:
   type: list
   returned: always
 """
+
+import grp
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.specdeploy_fsio import atomic_write
 
 
 def wanted_ids(owner: str, group: str, check: bool) -> tuple[int | None, int | None]:

@@ -66,7 +66,7 @@ class ActionModule(ActionBase):
             timeout_s = float(args["timeout_s"])
         except (KeyError, TypeError, ValueError) as error:
             raise AnsibleActionFail(
-                f"specdeploy_start_progress: bad or missing option: {error}"
+                f"specdeploy.toolkit.start_progress: bad or missing option: {error}"
             ) from error
         wait_s = float(args.get("wait_s", 20))
         host = task_vars.get("inventory_hostname", "?") if task_vars else "?"

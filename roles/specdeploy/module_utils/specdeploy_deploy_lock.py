@@ -1,1 +1,0 @@
-../../../specdeploy/node/deploy_lock.py

@@ -1,1 +1,0 @@
-../../../specdeploy/node/release.py

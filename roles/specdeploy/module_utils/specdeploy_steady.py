@@ -1,1 +1,0 @@
-../../../specdeploy/node/steady.py
