@@ -13,9 +13,18 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-COLUMNS = ("node", "release", "vllm", "patches", "service", "downtime", "validation")
-HEADER = ("NODE", "RELEASE", "VLLM", "PATCHES", "SERVICE", "LAST DOWNTIME", "LAST VALIDATION")
-FORMAT = "%-16s %-22s %-8s %-9s %-10s %-24s %s"
+COLUMNS = ("node", "release", "vllm", "patches", "service", "downtime", "validation", "deploy")
+HEADER = (
+    "NODE",
+    "RELEASE",
+    "VLLM",
+    "PATCHES",
+    "SERVICE",
+    "LAST DOWNTIME",
+    "LAST VALIDATION",
+    "DEPLOY",
+)
+FORMAT = "%-16s %-22s %-8s %-9s %-10s %-24s %-40s %s"
 
 
 def last_starts(lines: Iterable[str]) -> dict[str, str]:
@@ -51,11 +60,17 @@ def _schedule(manifest: Mapping[str, Any]) -> Any:
     return config.get("num_speculative_tokens_per_batch_size")
 
 
-def status_row(host: str, facts: Mapping[str, Any], starts: Mapping[str, str]) -> dict[str, str]:
+def status_row(
+    host: str,
+    facts: Mapping[str, Any],
+    starts: Mapping[str, str],
+    deploy_states: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """One node's row from its registered results (status_releases, status_service,
-    status_manifest)."""
+    status_manifest) and its deploy state (``deploy_state show``'s text for it)."""
     releases = facts.get("status_releases")
     downtime = starts.get(host, "-")
+    deploy = (deploy_states or {}).get(host, "-")
     if releases is None or releases.get("unreachable"):
         row = dict.fromkeys(COLUMNS, "-")
         row.update(node=host, service="unreachable", downtime=downtime)
@@ -69,13 +84,29 @@ def status_row(host: str, facts: Mapping[str, Any], starts: Mapping[str, str]) -
         "service": str((facts.get("status_service") or {}).get("stdout", "")).strip(),
         "downtime": downtime,
         "validation": _validation(manifest),
+        "deploy": deploy,
         "schedule": _schedule(manifest),
     }
 
 
-def status_rows(hosts: Iterable[str], hostvars: Mapping[str, Any], start_lines=()) -> list:
+def status_rows(
+    hosts: Iterable[str], hostvars: Mapping[str, Any], start_lines=(), deploy_states=None
+) -> list:
     starts = last_starts(start_lines or [])
-    return [status_row(host, hostvars[host], starts) for host in hosts]
+    return [status_row(host, hostvars[host], starts, deploy_states) for host in hosts]
+
+
+def status_deploy_nodes(hosts: Iterable[str], hostvars: Mapping[str, Any]) -> list[dict]:
+    """What ``specdeploy.controller.deploy_state show --nodes-json`` reads: each reachable
+    node's lock owner (the deploy_lock module's state=shown) and current manifest."""
+    nodes = []
+    for host in hosts:
+        lock = hostvars[host].get("status_lock")
+        if not isinstance(lock, Mapping) or lock.get("skipped"):
+            continue
+        manifest = _manifest(hostvars[host].get("status_manifest"))
+        nodes.append({"node": host, "lock": lock.get("owner"), "manifest": manifest})
+    return nodes
 
 
 def fleet_line(rows: list[Mapping[str, str]]) -> str:
@@ -102,4 +133,8 @@ def status_table(rows: list[Mapping[str, str]]) -> list[str]:
 
 class FilterModule:
     def filters(self):
-        return {"status_rows": status_rows, "status_table": status_table}
+        return {
+            "status_rows": status_rows,
+            "status_table": status_table,
+            "status_deploy_nodes": status_deploy_nodes,
+        }

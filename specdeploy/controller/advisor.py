@@ -51,6 +51,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specdeploy.node import cli, jsontext
 from specdeploy.node.validation import metrics
 
 SCHEMA = "specdeploy.advice/1"
@@ -427,7 +428,7 @@ def _level_map(text: str, what: str) -> dict[int, float]:
         for part in text.split(","):
             c, _, v = part.partition("=")
             out[int(c)] = float(v)
-        if not out or any(c < 1 or v <= 0 for c, v in out.items()):
+        if not out or any(c < 1 or not 0 < v < math.inf for c, v in out.items()):
             raise ValueError
         return out
     except ValueError:
@@ -448,9 +449,11 @@ def _levels_file(path: str) -> tuple[dict[int, float], bool | None]:
 
 def rates_from_metrics(path: str, model: str | None) -> list[float]:
     try:
-        snap = metrics.snapshot(Path(path).read_text(encoding="utf-8"), model)
-    except (OSError, metrics.MetricsError) as e:
-        raise AdviceInputError(f"{path}: {e}") from None
+        snap = metrics.snapshot(cli.read_text("--metrics", path), model)
+    except cli.PathError as e:
+        raise AdviceInputError(str(e)) from None
+    except metrics.MetricsError as e:
+        raise AdviceInputError(f"--metrics {path}: {e}") from None
     if not snap.present or snap.num_drafts <= 0:
         raise AdviceInputError(f"{path}: no speculative drafts for model {model!r}")
     if not snap.accepted_per_pos:
@@ -458,27 +461,49 @@ def rates_from_metrics(path: str, model: str | None) -> list[float]:
             f"{path}: per-position acceptance unavailable (no "
             f"{metrics.ACCEPTED_PER_POS}); the advisor needs it"
         )
-    return [a / snap.num_drafts for a in snap.accepted_per_pos]
+    return _rates(f"--metrics {path}", [a / snap.num_drafts for a in snap.accepted_per_pos])
+
+
+def _rates(where: str, values: object) -> list[float]:
+    """Per-position acceptance rates: a non-empty list of finite numbers (advise() checks
+    that each is a fraction)."""
+    if not isinstance(values, list) or not values:
+        raise AdviceInputError(f"{where}: per-position acceptance unavailable")
+    out = []
+    for i, v in enumerate(values):
+        try:
+            x = cli.finite(f"{where}: position {i}", v)
+        except ValueError as e:
+            raise AdviceInputError(str(e)) from None
+        out.append(x)
+    return out
 
 
 def inputs_from_result(path: str) -> tuple[list[float], dict[int, float], dict[int, float]]:
     try:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise AdviceInputError(f"{path}: unreadable ({e})") from None
-    acc = d.get("acceptance") or {}
+        d = jsontext.parse_object(cli.read_text("--result", path), f"--result {path}")
+    except (cli.PathError, ValueError) as e:
+        raise AdviceInputError(str(e)) from None
+    acc = d.get("acceptance") if isinstance(d.get("acceptance"), dict) else {}
     rates = acc.get("per_position_acceptance")
     if not rates:
         raise AdviceInputError(f"{path}: per-position acceptance unavailable in this result")
     spec: dict[int, float] = {}
     base: dict[int, float] = {}
-    for lv in (d.get("speed") or {}).get("levels") or []:
-        if lv.get("output_tps") and lv.get("baseline_tps"):
-            spec[int(lv["concurrency"])] = float(lv["output_tps"])
-            base[int(lv["concurrency"])] = float(lv["baseline_tps"])
+    sp = d.get("speed") if isinstance(d.get("speed"), dict) else {}
+    for lv in sp.get("levels") or []:
+        if not isinstance(lv, dict) or lv.get("requests") == 0:
+            continue
+        tps, bl, c = lv.get("output_tps"), lv.get("baseline_tps"), lv.get("concurrency")
+        if tps and bl and isinstance(c, int):
+            try:
+                spec[c] = cli.finite(f"{path}: c={c} output_tps", tps, positive=True)
+                base[c] = cli.finite(f"{path}: c={c} baseline_tps", bl, positive=True)
+            except ValueError as e:
+                raise AdviceInputError(str(e)) from None
     if not spec:
         raise AdviceInputError(f"{path}: no level with both a throughput and a baseline")
-    return [float(r) for r in rates], spec, base
+    return _rates(f"--result {path}", rates), spec, base
 
 
 def render(adv: Advice, title: str = "") -> str:
@@ -528,14 +553,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k-max", type=int, default=None)
     p.add_argument(
         "--fixed-share",
-        type=float,
+        type=cli.finite_float,
         default=None,
         help=f"the earlier model: this share of the deployed k's overhead does not scale with k "
         f"(was {FIXED_SHARE}); default: --fixed-steps",
     )
     p.add_argument(
         "--fixed-steps",
-        type=float,
+        type=cli.finite_float,
         default=FIXED_STEPS,
         help=f"a speculative step's cost beyond its k drafter steps, in drafter steps "
         f"({FIXED_STEPS})",
@@ -570,9 +595,10 @@ def gather(a: argparse.Namespace) -> tuple[list[float], dict[int, float], dict[i
         rates = rates_from_metrics(a.metrics, a.model)
     else:
         try:
-            rates = [float(x) for x in a.per_position.split(",")]
+            values = [float(x) for x in a.per_position.split(",")]
         except ValueError:
             raise AdviceInputError(f"--per-position {a.per_position!r}: numbers") from None
+        rates = _rates(f"--per-position {a.per_position}", values)
     if a.spec_file:
         spec, speculative = _levels_file(a.spec_file)
         if speculative is False:
@@ -594,9 +620,12 @@ def gather(a: argparse.Namespace) -> tuple[list[float], dict[int, float], dict[i
             raise AdviceInputError("--history needs --node and --model")
         if not Path(a.history).exists():
             raise AdviceInputError(f"--history {a.history}: no such file")
-        base, sources = history.baseline_levels_with_sources(
-            a.history, a.node, a.model, a.parallel, a.hardware
-        )
+        try:
+            base, sources = history.baseline_levels_with_sources(
+                a.history, a.node, a.model, a.parallel, a.hardware
+            )
+        except history.HistoryError as e:  # a corrupt or non-SQLite file
+            raise AdviceInputError(f"--history {e}") from None
         if not base:
             raise AdviceInputError(f"--history {a.history}: no no-spec baseline for {a.node}")
         a.notes = history.mixing_notes(sources)
@@ -633,13 +662,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         adv = advice_from_args(a)
     except AdviceInputError as e:
-        print(f"advisor: {e}", file=sys.stderr)
+        print(f"advisor: error: {e}", file=sys.stderr)
         return 2
     try:
         profile = _level_share_map(a.load_profile) if a.load_profile else None
         mix = load_mix(adv, profile)
     except AdviceInputError as e:
-        print(f"advisor: {e}", file=sys.stderr)
+        print(f"advisor: error: {e}", file=sys.stderr)
         return 2
     if a.json:
         print(json.dumps({**adv.to_dict(), "load_mix": mix.to_dict()}, indent=1))

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import drafter_provenance as provenance
-from specdeploy.node import jsontext
+from specdeploy.node import cli, jsontext
 from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
 from specdeploy.node.patching.patches import Manifest, UsageError
 from specdeploy.node.versions import version_key
@@ -108,8 +108,8 @@ def load_config(path: Path, flag: str = "") -> tuple[dict[str, Any], Path]:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise UsageError(f"{where}: config not found") from exc
-    except OSError as exc:
-        raise UsageError(f"{where}: {exc.strerror}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{where}: {cli.reason(exc)}") from exc
     return parse_inline(text, where), p.parent
 
 
@@ -390,8 +390,21 @@ def check_provenance(
     require: bool = False,
     served_prompt_format: str = "",
 ) -> None:
-    """Compare the drafter's provenance with what this node will serve (adds findings)."""
-    if prov_text is None or not prov_text.strip():
+    """Compare the drafter's provenance with what this node will serve (adds findings).
+
+    ``prov_text``: the file's text, None when the drafter has no such file. A file that is
+    there but empty, or not UTF-8 (read with U+FFFD for the bytes that are not), is an error
+    whatever ``require`` says: the file claims a provenance it does not give."""
+    if prov_text is not None and (not prov_text.strip() or "\ufffd" in prov_text):
+        res.add(
+            "error",
+            "provenance.invalid",
+            f"{provenance.FILE_NAME}: "
+            + ("empty file" if not prov_text.strip() else "not UTF-8 text")
+            + "; write it again (make drafter) or remove it",
+        )
+        return
+    if prov_text is None:
         res.add(
             "error" if require else "warning",
             "provenance.missing",
@@ -480,8 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vllm-version", required=True, help="the vLLM version that will serve")
     ap.add_argument(
         "--provenance-json",
-        help=f"the drafter's {provenance.FILE_NAME} content, inline ('' = the drafter has none); "
-        "default: read it from the --drafter directory",
+        help=f"the drafter's {provenance.FILE_NAME} content, inline (leave the flag out when "
+        "the drafter has none; '' is an empty file); default: read it from the --drafter directory",
     )
     ap.add_argument(
         "--require-provenance",
@@ -519,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         prov_text = args.provenance_json
         if prov_text is None and ddir is not None:
             pfile = ddir / provenance.FILE_NAME
-            prov_text = pfile.read_text(encoding="utf-8") if pfile.is_file() else None
+            prov_text = pfile.read_bytes().decode(errors="replace") if pfile.is_file() else None
         if res.aux_layers_served is not None:
             check_provenance(
                 res,

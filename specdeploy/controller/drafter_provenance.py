@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node import jsontext
+from specdeploy.node import cli, jsontext
 
 FILE_NAME = "specdeploy-drafter.json"
 SCHEMA = 1
@@ -158,7 +158,13 @@ def read(drafter_dir: Path) -> Provenance | None:
     path = drafter_dir / FILE_NAME
     if not path.is_file():
         return None
-    return parse(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProvenanceError(f"{path}: {cli.reason(exc)}") from None
+    if not text.strip():
+        raise ProvenanceError(f"{path}: empty file")
+    return parse(text, str(path))
 
 
 def write(drafter_dir: Path, prov: Provenance) -> Path:

@@ -37,13 +37,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node import cli
+from specdeploy.node import cli, jsontext
+from specdeploy.node.validation.result import from_throughput
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -114,8 +116,15 @@ class _Connection(sqlite3.Connection):
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
+    """The history at ``path``, created when there is no file there. An existing file that is
+    empty, or not SQLite, is a HistoryError: never silently turned into a new database (an
+    empty file is what a truncated copy or a full disk leaves)."""
     p = Path(path)
     try:
+        if p.is_file() and p.stat().st_size == 0:
+            raise HistoryError(
+                f"{p}: empty file, not a history database (remove it to start a new history)"
+            )
         p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), timeout=30, factory=_Connection)
         conn.path = str(p)  # type: ignore[attr-defined]
@@ -247,7 +256,9 @@ def _levels_tps(result: dict[str, Any]) -> dict[int, float]:
     if isinstance(speed, dict):
         for lv in speed.get("levels") or []:
             c, tps = lv.get("concurrency"), lv.get("output_tps")
-            if isinstance(c, int) and isinstance(tps, (int, float)) and tps > 0:
+            if lv.get("requests") == 0:  # a level that ran no request measured nothing
+                continue
+            if isinstance(c, int) and isinstance(tps, (int, float)) and 0 < tps < math.inf:
                 out[c] = float(tps)
         return out
     acc = result.get("acceptance") or {}
@@ -481,24 +492,51 @@ def record_starts(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> in
     return len(rows)
 
 
+def levels_text(levels: object) -> str:
+    """Per-level figures as the operator reads them: ``c=1 112.3 tok/s 1.84x, c=8 ...``
+    (rounded; a level without a figure is left out)."""
+    out = []
+    rows = levels.values() if isinstance(levels, dict) else levels
+    for lv in sorted(
+        (x for x in rows or [] if isinstance(x, dict)),
+        key=lambda x: _number(x.get("concurrency")) or 0,
+    ):
+        tps = _number(lv.get("output_tps"))
+        if tps is None or not math.isfinite(tps):
+            continue
+        su = _number(lv.get("speed_up"))
+        shown = f"c={lv.get('concurrency')} {tps:.1f} tok/s"
+        out.append(shown + (f" {su:.2f}x" if su is not None and math.isfinite(su) else ""))
+    return ", ".join(out)
+
+
 def downtime_line(entry: dict[str, Any]) -> str:
-    """What the operator reads last after a deploy or rollback, for one node's start: its
-    downtime window and parts, and the validated throughput and speed-up when measured."""
+    """What the operator reads last after a deploy or rollback, for one start of a node (a
+    deploy with a baseline start has two): its downtime window and parts, then what was
+    measured after it, per level: the validation's throughput and speed-up (``levels``), or a
+    baseline start's throughput without speculation (``baseline``, a throughput/1 document)."""
     v = start_values(entry)
     node, release, action = v["node"], v["release"], v["action"]
     if not v["restarted"]:
         return f"{node}: no restart, no downtime (release {release})"
     if v["window_s"] is None:
-        return f"{node}: restarted ({action} of {release}); the engine log did not say ready"
-    window = entry.get("window") or {}
-    parts = ", ".join(f"{phase} {seconds} s" for phase, seconds in window["parts"].items())
-    figures = ""
-    if v["output_tps"] is not None:
-        figures = f"; validated: {entry['output_tps']} tok/s"
-        if v["speed_up"] is not None:
-            figures += f", speed-up {entry['speed_up']}x"
-    head = f"{node}: downtime window {window['window_s']} s ({action} of {release}; {parts})"
-    return head + figures
+        head = f"{node}: restarted ({action} of {release}); the engine log did not say ready"
+    else:
+        window = entry.get("window") or {}
+        parts = ", ".join(f"{phase} {seconds} s" for phase, seconds in window["parts"].items())
+        head = f"{node}: downtime window {window['window_s']} s ({action} of {release}; {parts})"
+    baseline = entry.get("baseline")
+    if isinstance(baseline, dict) and (text := levels_text(baseline.get("levels"))):
+        return f"{head}; measured without speculation: {text}"
+    if text := levels_text(entry.get("levels")):
+        return f"{head}; validated: {text}"
+    if v["output_tps"] is not None:  # a validation without levels: its acceptance repeats
+        return (
+            head
+            + f"; validated: {v['output_tps']:.1f} tok/s"
+            + (f", speed-up {v['speed_up']:.2f}x" if v["speed_up"] is not None else "")
+        )
+    return head
 
 
 def starts(
@@ -550,6 +588,11 @@ def main(argv: list[str] | None = None) -> int:
     dt.add_argument("--db", help="record the starts that restarted a server here")
     rec = sub.add_parser("record", help="record one validation result (JSON on stdin)")
     rec.add_argument("--db", required=True)
+    br = sub.add_parser(
+        "baseline-record", help="keep a baseline start's measurement (throughput/1) as a run"
+    )
+    br.add_argument("--db", required=True)
+    br.add_argument("--json", required=True, help="the throughput/1 document")
     st = sub.add_parser("starts", help="recorded starts and their downtime, one JSON a line")
     st.add_argument("--db", required=True)
     st.add_argument("--node")
@@ -559,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
         return _downtime(args.json, args.db)
     if args.cmd == "record":
         return _record(args.db, sys.stdin.read())
+    if args.cmd == "baseline-record":
+        return _baseline_record(args.json, args.db)
     if not Path(args.db).exists():
         if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
@@ -654,6 +699,28 @@ def _downtime(text: str, db: str | None) -> int:
         except HistoryError as exc:
             return cli.usage_error("spec-history", f"--db {exc}")
     print(json.dumps({"lines": lines, "recorded": recorded, "db": db}))
+    return 0
+
+
+def _baseline_record(text: str, db: str) -> int:
+    """baseline-record: a baseline start's throughput/1 document kept as the node's
+    no-speculation run (result.from_throughput), so the next release plans 'history' instead
+    of another baseline start and `make advise` finds a baseline. Recorded once (its run id
+    comes from the document). {"recorded": bool, "levels": {c: tok/s}}; exit 2 on bad input."""
+    try:
+        result = from_throughput(jsontext.parse_object(text, "--json"), "--json")
+    except ValueError as exc:
+        return cli.usage_error("spec-history", exc)
+    try:
+        conn = connect(db)
+        try:
+            new = record(conn, result) is not None
+        finally:
+            conn.close()
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    levels = {str(lv["concurrency"]): lv["output_tps"] for lv in result["speed"]["levels"]}
+    print(json.dumps({"recorded": new, "levels": levels, "db": db}))
     return 0
 
 

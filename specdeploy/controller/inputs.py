@@ -31,7 +31,7 @@ from specdeploy.controller import schedule
 from specdeploy.node import jsontext
 from specdeploy.node.attention import is_mla_backend
 from specdeploy.node.patching.patches import Manifest, UsageError
-from specdeploy.node.versions import public_version
+from specdeploy.node.versions import public_version, version_key
 
 
 def check(
@@ -55,6 +55,17 @@ def check(
         "native": kind == "native",
         "entry": entry,
     }
+    if kind == "native" and not entry:
+        errors.append(
+            {
+                "knob": "specdeploy_vllm_version",
+                "message": f"specdeploy_vllm_version={vllm_version} is not in the patch manifest "
+                f"{manifest.path}: the toolkit has no facts read off its wheel (speculative "
+                "config keys, drafter architectures), and its install would fail. Known: "
+                f"{', '.join(sorted(manifest.versions(), key=version_key))}; add it with "
+                "python -m scripts.regen_patches, or pin a known version.",
+            }
+        )
     if kind == "unsupported":
         errors.append(
             {
@@ -68,6 +79,7 @@ def check(
                                          manifest_versions={})  # fmt: skip
     if not speculation:
         return errors, facts
+    errors += speculative_values(speculative_config)
     if kind != "unsupported":
         try:
             facts["schedule"] = schedule.resolve(
@@ -113,6 +125,26 @@ def check(
             }
         )
     return errors, facts
+
+
+def speculative_values(config: dict[str, Any]) -> list[dict[str, str]]:
+    """The values the deploy needs in ``specdeploy_speculative_config``: a ``method`` and a
+    ``num_speculative_tokens`` that is an integer > 0 (not "three", -2, 2.5 or true)."""
+    knob = "specdeploy_speculative_config"
+    errors = []
+    if not config.get("method"):
+        errors.append({"knob": knob, "message": f"{knob} has no method (e.g. eagle3)."})
+    k = config.get("num_speculative_tokens")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        shown = "missing" if k is None else f"{k!r}"
+        errors.append(
+            {
+                "knob": knob,
+                "message": f"{knob}.num_speculative_tokens is {shown}: want an integer > 0 "
+                "(the tokens the drafter proposes per step, e.g. 3).",
+            }
+        )
+    return errors
 
 
 def _json_object(text: str, flag: str) -> dict[str, Any]:
@@ -161,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         sched_value = _json_value(args.speculative_schedule_json, "--speculative-schedule-json")
     except UsageError as exc:
         print(f"spec-inputs: error: {exc}", file=sys.stderr)
+        return 2
+    if not args.vllm_version.strip():
+        print("spec-inputs: error: --vllm-version is empty", file=sys.stderr)
         return 2
     errors, facts = check(
         manifest,

@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text("utf-8")
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         return cli.usage_error("spec-monitoring", f"SPEC {args.spec}: {cli.reason(e)}")
     try:
         files = render(jsontext.parse_object(text, f"SPEC {args.spec}"))

@@ -35,6 +35,7 @@ from typing import Any
 from specdeploy.controller import history, plots
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.validation.result import SCHEMA_PREFIX, read_result
 from specdeploy.node.validation.textfile import (
     _acc,
     _med,
@@ -43,7 +44,6 @@ from specdeploy.node.validation.textfile import (
     prom_textfile,
 )
 
-SCHEMA_PREFIX = "specdeploy.validation/"
 STARTS_SHOWN = 50  # the report's restarts table: the newest ones
 
 
@@ -56,14 +56,14 @@ def load_results(paths: list[str]) -> list[dict[str, Any]]:
         files += [(f, False) for f in sorted(pp.glob("*.json"))] if pp.is_dir() else [(pp, True)]
     out = []
     for f, named in files:
-        try:
-            d = json.loads(f.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ValueError(f"{f}: not JSON ({exc})") from exc
-        if not isinstance(d, dict) or not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
-            if not named:
+        if not named:  # a directory: other JSON files in it are skipped
+            try:
+                d = json.loads(f.read_text(encoding="utf-8"))
+            except ValueError:
+                d = None
+            if not isinstance(d, dict) or not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
                 continue
-            raise ValueError(f"{f}: not a specdeploy validation result (schema field)")
+        d = read_result(f)
         d.setdefault("_source", str(f))
         out.append(d)
     return out
@@ -754,16 +754,48 @@ def main(argv: list[str] | None = None) -> int:
             conn.close()
         except history.HistoryError as e:
             return cli.usage_error("spec-report", f"--history {e}")
+    try:
+        write_outputs(args, results, regress, hist_rows, start_rows)
+    except cli.PathError as e:  # e.g. a directory that cannot hold a file (/proc, read-only)
+        return cli.usage_error("spec-report", e)
+    if not args.quiet:
+        print(render_table(results, regress))
+    code = max(int(r.get("exit_code", 2)) for r in results)
+    if any(v for v in (regress or {}).values()):
+        code = max(code, 1)
+    return code
+
+
+def write_outputs(
+    args: argparse.Namespace,
+    results: list[dict[str, Any]],
+    regress: dict[int, list[history.Regression]] | None,
+    hist_rows: list[dict[str, Any]] | None,
+    start_rows: list[dict[str, Any]] | None,
+) -> None:
+    """Every output file the flags name; a PathError names the flag of one that cannot be
+    written."""
     if args.junit:
-        atomic_write(args.junit, junit_xml(results, regress))
+        with cli.naming("--junit", args.junit):
+            atomic_write(args.junit, junit_xml(results, regress))
     for prom in filter(None, args.prom):
-        atomic_write(prom, prom_textfile(results, regress))
+        with cli.naming("--prom", prom):
+            atomic_write(prom, prom_textfile(results, regress))
     if args.html:
         page = render_html(results, hist_rows, regress, args.regression_tolerance, start_rows)
-        atomic_write(args.html, page)
+        with cli.naming("--html", args.html):
+            atomic_write(args.html, page)
     if args.json:
+        with cli.naming("--json", args.json):
+            _write_json(args.json, results, regress)
+
+
+def _write_json(
+    path: str, results: list[dict[str, Any]], regress: dict[int, list[history.Regression]] | None
+) -> None:
+    if path:
         atomic_write(
-            args.json,
+            path,
             json.dumps(
                 {
                     "results": [{k: v for k, v in r.items() if k != "_source"} for r in results],
@@ -779,12 +811,6 @@ def main(argv: list[str] | None = None) -> int:
             )
             + "\n",
         )
-    if not args.quiet:
-        print(render_table(results, regress))
-    code = max(int(r.get("exit_code", 2)) for r in results)
-    if any(v for v in (regress or {}).values()):
-        code = max(code, 1)
-    return code
 
 
 if __name__ == "__main__":

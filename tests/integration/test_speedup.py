@@ -119,6 +119,13 @@ def test_first_deploy_of_a_066x_config_without_baseline_fails_and_serves_without
     # The baseline start is in the failed release's own start record.
     actions = [s.get("action") for s in chain.node.manifest(failed).get("starts", [])]
     assert "baseline-start" in actions, actions
+    # ... and in the controller's history, right after it was measured (issue 28: every release
+    # took another baseline start, `make advise` found none), though this deploy then failed.
+    from specdeploy.controller import history
+
+    db = chain.root / "history.sqlite"
+    found = history.baseline_levels(db, chain.host, "tiny-dsv3", None, None)
+    assert sorted(found) == [1, 4], found
     # What serves now: the same inputs with speculation off, a release of its own.
     serving = chain.node.manifest()
     assert serving["speculation_disabled"]["derived_from"] == failed

@@ -61,6 +61,7 @@ def test_the_status_table_has_a_row_per_node_and_says_who_was_unreachable() -> N
         "service": "active",
         "downtime": "12.3 s (deploy)",
         "validation": "passed 2026-12-04T01:00:00Z acceptance 2.46",
+        "deploy": "-",
         "schedule": [[1, 4, 0], [5, 64, 3]],
     }
     assert rows[1]["service"] == "unreachable" and rows[1]["release"] == "-"
@@ -152,6 +153,7 @@ def test_the_starts_of_a_run_carry_the_validation_of_the_same_release_only() -> 
                     "output_tokens_per_s": {"median": 812.5},
                     "speed_up": {"median": 1.9},
                 },
+                "speed": {"levels": [{"concurrency": 1, "speed_up": 1.9}]},
             },
         },
         "n2": {
@@ -176,7 +178,37 @@ def test_the_starts_of_a_run_carry_the_validation_of_the_same_release_only() -> 
         "window": window,
         "output_tps": 812.5,
         "speed_up": 1.9,
+        "levels": [{"concurrency": 1, "speed_up": 1.9}],
+        "baseline": None,
         "validation_run_id": "run-7",
     }
     assert starts[1]["restarted"] is False and starts[1]["validation_run_id"] is None
     assert starts[1]["output_tps"] is None and starts[1]["speed_up"] is None
+    assert starts[1]["levels"] == []
+
+
+def test_a_baseline_start_is_its_own_entry_with_its_measurement_not_the_validation() -> None:
+    baseline_doc = {"schema": "specdeploy.throughput/1", "levels": [{"concurrency": 1}]}
+    windows = [
+        {"release": "r2", "action": "baseline-start", "restarted": True, "window": None},
+        {"release": "r2", "action": "deploy", "restarted": True, "window": None},
+    ]
+    hostvars = {
+        "n1": {
+            "vllm_service_downtime": windows[-1],
+            "vllm_service_downtimes": windows,
+            "validation_result": {"release": "r2", "run_id": "v1", "speed": {"levels": [1]}},
+            "validation_baseline_start_run": {"rc": 0, "stdout": json.dumps(baseline_doc)},
+        }
+    }
+    first, second = downtime.downtime_starts(["n1"], hostvars, "t")
+    assert (first["action"], first["baseline"], first["levels"]) == (
+        "baseline-start",
+        baseline_doc,
+        [],
+    )
+    assert first["validation_run_id"] is None
+    assert (second["baseline"], second["levels"], second["validation_run_id"]) == (None, [1], "v1")
+    # a baseline run that failed or printed no JSON carries nothing
+    hostvars["n1"]["validation_baseline_start_run"] = {"rc": 2, "stdout": "{}"}
+    assert downtime.downtime_starts(["n1"], hostvars, "t")[0]["baseline"] is None

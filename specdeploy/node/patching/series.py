@@ -189,7 +189,7 @@ class Manifest:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise UsageError(f"--manifest {p}: manifest not found") from exc
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise UsageError(f"--manifest {p}: {cli.reason(exc)}") from exc
         if not isinstance(data, dict) or "versions" not in data or "native_from" not in data:
             raise UsageError(f"--manifest {p}: missing 'versions' or 'native_from'")

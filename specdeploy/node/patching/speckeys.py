@@ -77,7 +77,10 @@ def extract_fields(source: str) -> dict[str, list[str]]:
     ``internal``: the subset annotated ``SkipValidation[...]`` (objects vLLM fills in itself,
     e.g. ``target_model_config``; not meaningful in a JSON config).
     """
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:  # not Python: a garbage file, or the wrong one
+        raise ValueError(f"not Python source (line {e.lineno}: {e.msg})") from None
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == CLASS_NAME), None)
     if cls is None:
         raise ValueError(f"class {CLASS_NAME} not found")

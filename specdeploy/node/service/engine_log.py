@@ -400,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         text = Path(args.log).read_text(errors="replace")
     except OSError as e:
         return usage_error("engine-log", f"LOG {args.log}: {reason(e)}")
+    if not text.strip():
+        return usage_error("engine-log", f"LOG {args.log}: empty file")
     s = parse(text)
     if args.json:
         print(json.dumps(s.to_dict(), indent=1))
@@ -418,7 +420,14 @@ def main(argv: list[str] | None = None) -> int:
                 f" / drafted {tot['drafted']}, mean acceptance length"
                 f" {tot['mean_acceptance_length']:.3f}"
             )
-    return 0 if s.backends else 1
+    if not s.backends:  # exit 1: the log answers "no backend chosen"; say so
+        print(
+            f"engine-log: LOG {args.log}: no attention backend choice in it (not a vLLM engine "
+            "log, or the engine stopped before choosing one)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-requests", type=int, default=20, help="per repeat (default 20)")
     p.add_argument(
         "--time-budget",
-        type=float,
+        type=cli.finite_float,
         default=300.0,
         help="seconds for the whole acceptance run, all repeats (default 300)",
     )
@@ -131,18 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, help="override every prompt's max_tokens")
     p.add_argument("--warmup", type=int, default=1, help="uncounted warm-up requests")
     p.add_argument("--concurrency", type=int, default=1)
-    p.add_argument("--request-timeout", type=float, default=120.0)
+    p.add_argument("--request-timeout", type=cli.finite_float, default=120.0)
     p.add_argument(
         "--smoke-timeout",
-        type=float,
+        type=cli.finite_float,
         default=None,
         help="scale: completion/determinism stage timeout in seconds",
     )
     p.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--temperature", type=cli.finite_float, default=0.0, help="0: greedy (default)")
+    p.add_argument("--top-p", type=cli.finite_float, default=1.0)
     p.add_argument("--levels", help="concurrency levels to measure and gate, e.g. 1,8,32")
-    p.add_argument("--min-window-s", type=float, default=5.0, help="per repeat and level")
+    p.add_argument(
+        "--min-window-s", type=cli.finite_float, default=5.0, help="per repeat and level"
+    )
     p.add_argument("--no-per-kind", action="store_true", help="no acceptance window per kind")
     p.add_argument("--gates", help="JSON/YAML thresholds mapping")
     b = p.add_mutually_exclusive_group()
@@ -162,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--wait-ready",
-        type=float,
+        type=cli.finite_float,
         default=0.0,
         metavar="S",
         help="first poll /health up to S seconds (progress on stderr)",
@@ -264,9 +266,12 @@ def render_table(result: dict[str, object]) -> str:
     lines = [head, f"  {'STATUS':10}  {'CHECK':{w}}  {'VALUE':>9}  {'THRESHOLD':10}  MESSAGE"]
     for r in rows:
         lines.append(f"  {r[0]:10}  {r[1]:{w}}  {r[2]:>9}  {r[3]:10}  {r[4]}")
+    unsure = result.get("unsure") or []
+    shown = "UNSURE" if unsure and result["status"] == "pass" else str(result["status"]).upper()
     lines.append(
-        f"RESULT: {str(result['status']).upper()} (exit {result['exit_code']})"
+        f"RESULT: {shown} (exit {result['exit_code']})"
         + ("" if not result["reasons"] else ": " + "; ".join(result["reasons"]))
+        + (": passes the gates, but " + "; ".join(unsure) if shown == "UNSURE" else "")
     )
     return "\n".join(lines)
 
@@ -305,6 +310,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     with cli.naming("--prompts", args.prompts):
         prompts = acceptance.load_prompts(args.prompts) if args.mode != "smoke" else []
     levels = speed.parse_levels(args.levels) if args.levels else [args.concurrency]
+    if args.mode != "smoke":  # a gate for a level never measured would be dropped silently
+        gate.validate(thresholds, 0, levels, flag="--levels" if args.levels else "--concurrency")
     baseline: dict[int, float] | None = None
     source: str | None = args.baseline_source
     if args.baseline_tps is not None:
@@ -409,6 +416,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         exit_code = max(exit_code, gres.exit_code)
         reasons += gres.reasons
         waived = gres.waived
+        result["unsure"] = gres.unsure
 
     result["exit_code"] = exit_code
     result["status"] = {0: "waived" if waived else "pass", 1: "fail"}.get(exit_code, "error")

@@ -16,6 +16,12 @@ drafter)::
 A top-level ``gates:`` key around the mapping is accepted. Unknown keys are an error (a typo
 must not silently disable a gate). Levels missing from a ``min_speed_up`` map are gated at 1.0.
 
+UNSURE: a speed-up whose median clears the floor by less than half the repeats' spread passes
+(exit 0: the best estimate is above the floor, and failing it would roll back releases on
+noise), but its check and the result line say UNSURE, never PASS, and the result lists it under
+``gates.unsure``; a median below the floor fails whatever the spread. Gating more strictly is the
+operator's: raise the floor, or more repeats narrow the spread.
+
 No silent skip: a speculative run whose speed-up could not be measured (no no-speculation
 baseline for a level) is ``unmeasured`` (exit 2), never PASS; only an explicit waiver lets it
 through, and then it shows as WAIVED. A server whose ``/metrics`` lacks the per-position
@@ -35,10 +41,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from specdeploy.node import cli, jsontext
 from specdeploy.node.validation.acceptance import AcceptanceResult
 
 EXIT_PASS = 0
@@ -94,6 +102,8 @@ class Thresholds:
 def _num(key: str, v: object) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise GateConfigError(f"gate {key!r}: expected a number, got {v!r}")
+    if not math.isfinite(v):  # a NaN floor fails or passes everything; inf never passes
+        raise GateConfigError(f"gate {key!r}: {v!r} is not a finite number")
     return float(v)
 
 
@@ -197,14 +207,17 @@ def load_thresholds(path: str | Path | None) -> Thresholds:
     p = Path(path)
     text = p.read_text(encoding="utf-8")
     if p.suffix == ".json":
-        data = json.loads(text)
+        data = jsontext.loads(text)
     else:
         try:
             import yaml
         except ImportError:
-            data = json.loads(text)
+            data = jsontext.loads(text)
         else:
-            data = yaml.safe_load(text)
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as e:  # syntax, or a key YAML cannot hash ({[1]: 2})
+                raise GateConfigError(cli.reason(e)) from None
     return thresholds_from_mapping(data)
 
 
@@ -218,7 +231,7 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
-def validate(t: Thresholds, num_speculative_tokens: int, levels: list[int]) -> None:
+def validate(t: Thresholds, num_speculative_tokens: int, levels: list[int], flag: str = "") -> None:
     """What the preflight checks before any change (raises :class:`GateConfigError`).
 
     More per-position floors than drafted positions, or a ``min_speed_up`` level that is never
@@ -238,7 +251,8 @@ def validate(t: Thresholds, num_speculative_tokens: int, levels: list[int]) -> N
     if unmeasured:
         raise GateConfigError(
             f"min_speed_up: level {unmeasured[0]} is not one of the measured concurrency levels "
-            f"{levels} (validation_concurrency)"
+            f"{levels} ({flag or 'validation_concurrency'}); a gate for a level never measured "
+            "would never be checked"
         )
 
 
@@ -271,10 +285,16 @@ class GateResult:
     def waived(self) -> bool:
         return self.passed and any(c.status == "waived" for c in self.checks)
 
+    @property
+    def unsure(self) -> list[str]:
+        """Why a pass is not firm: gates passed by a median within the repeats' spread."""
+        return [c.message for c in self.checks if c.status == "unsure"] if self.passed else []
+
     def to_dict(self) -> dict[str, object]:
         return {
             "passed": self.passed,
             "waived": self.waived,
+            "unsure": self.unsure,
             "exit_code": self.exit_code,
             "reasons": self.reasons,
             "thresholds": self.thresholds.to_dict(),
@@ -291,6 +311,18 @@ def _f(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _positive(v: object) -> float | None:
+    """A throughput figure: a finite number > 0, else None (not a measurement)."""
+    x = _f(v)
+    return x if x is not None and math.isfinite(x) and x > 0 else None
+
+
+def _measured(lv: dict[str, object]) -> float | None:
+    """A level's output tok/s, None when the level ran no request or holds no finite figure
+    (an infinite tok/s, e.g. a zero-length window, is no speed-up)."""
+    return None if lv.get("requests") == 0 else _positive(lv.get("output_tps"))
+
+
 def evaluate_speed(
     levels: list[dict[str, object]],
     baseline: dict[int, float] | None,
@@ -304,25 +336,32 @@ def evaluate_speed(
 
     ``levels``: measured levels (``loadgen.to_dict`` form: concurrency, output_tps, spread,
     TTFT/ITL). ``baseline``: no-speculation output tokens/s by level (None: none known).
-    Status: ``pass`` | ``fail`` | ``waived`` | ``unmeasured`` (speculative, some level without
-    a baseline or a figure) | ``not_applicable`` (a release without speculation).
+    Status: ``pass`` | ``unsure`` (passed, but the floor lies within the repeats' spread) |
+    ``fail`` | ``waived`` | ``unmeasured`` (speculative, some level without a baseline or a
+    figure: a level with 0 requests or a non-finite tok/s has none) | ``not_applicable``.
     """
     reason = (waiver if waiver is not None else t.speed_up_waiver).strip()
     rows: list[dict[str, object]] = []
     for lv in sorted(levels, key=lambda x: int(x["concurrency"])):  # type: ignore[call-overload]
         c = int(lv["concurrency"])  # type: ignore[call-overload]
-        tps = _f(lv.get("output_tps"))
-        base = (baseline or {}).get(c)
+        tps = _measured(lv)
+        base = _positive((baseline or {}).get(c))
         su = tps / base if tps is not None and base else None
         floor = t.min_speed_up_at(c)
+        spread = _f(lv.get("spread"))
+        # The verdict holds when the gate lies outside the repeats' spread around the median
+        # speed-up; otherwise more or longer repeats could turn it.
+        holds = abs(su - floor) > (spread or 0.0) * su / 2 if su is not None else None
         if not speculative:
             status = "not_applicable"
         elif reason:
             status = "waived"
         elif su is None:
             status = "unmeasured"
+        elif su < floor:
+            status = "fail"
         else:
-            status = "pass" if su >= floor else "fail"
+            status = "pass" if holds else "unsure"
         row: dict[str, object] = {
             "concurrency": c,
             "output_tps": tps,
@@ -333,17 +372,13 @@ def evaluate_speed(
             "min_speed_up": floor,
         }
         row.update({k: _f(lv.get(k)) for k in LEVEL_FIGURES})
-        spread = _f(lv.get("spread"))
-        # The verdict holds when the gate lies outside the repeats' spread around the median
-        # speed-up; otherwise more or longer repeats could turn it (reported, not gated).
-        row["verdict_holds"] = (
-            abs(su - floor) > (spread or 0.0) * su / 2 if su is not None else None
-        )
+        row["verdict_holds"] = holds
         row["status"] = status
         rows.append(row)
     src = f"baseline: {source}" if source else "no baseline"
     failed = [r for r in rows if r["status"] == "fail"]
     missing = [r for r in rows if r["status"] == "unmeasured"]
+    unsure = [r for r in rows if r["status"] == "unsure"]
     if not speculative:
         status, message = "not_applicable", "no speculation: the speed-up gate does not apply"
     elif not rows:
@@ -372,10 +407,11 @@ def evaluate_speed(
             f"({src}); a speculative release never passes without one (or an explicit waiver)"
         )
     else:
-        status = "pass"
+        status = "unsure" if unsure else "pass"
         message = (
             ", ".join(
                 f"{r['speed_up']:.2f}x >= {r['min_speed_up']:.2f} at c={r['concurrency']}"
+                + (" (UNSURE: within the spread)" if r["status"] == "unsure" else "")
                 for r in rows
             )
             + f" ({src})"
@@ -401,8 +437,8 @@ def evaluate_previous(
     rows: list[dict[str, object]] = []
     for lv in sorted(levels, key=lambda x: int(x["concurrency"])):  # type: ignore[call-overload]
         c = int(lv["concurrency"])  # type: ignore[call-overload]
-        tps = _f(lv.get("output_tps"))
-        prev = previous.get(c)
+        tps = _measured(lv)
+        prev = _positive(previous.get(c))
         change = (tps - prev) / prev if tps is not None and prev else None
         status = "pass"
         if change is None:
@@ -565,18 +601,26 @@ def _speed_checks(speed: dict[str, object], per_level_names: bool) -> list[GateC
         floor = r["min_speed_up"]
         status = str(r["status"])
         if status == "unmeasured":
-            msg = f"speed-up not measured at c={c}: no no-speculation baseline (baseline: {src})"
+            msg = (
+                f"speed-up not measured at c={c}: no no-speculation baseline (baseline: {src})"
+                if r["output_tps"] is not None
+                else f"speed-up not measured at c={c}: the level has no throughput figure "
+                "(no request completed, or not a finite number)"
+            )
         elif status == "waived":
             shown = f"{su:.2f}x" if isinstance(su, float) else "unmeasured"
             msg = f"WAIVED ({speed['waiver']}): speed-up {shown} at c={c}"
         else:
-            ok = status == "pass"
+            ok = status in ("pass", "unsure")
             msg = (
                 f"speed-up {su:.2f}x {'>=' if ok else '<'} {floor:.2f} at c={c} "
                 f"({r['output_tps']:.1f} vs baseline {r['baseline_tps']:.1f} tok/s"
                 + (f", spread {r['spread']:.0%}" if r["spread"] is not None else "")
                 + f"; baseline: {src})"
             )
+            if status == "unsure":
+                msg = f"UNSURE: {msg}: the floor lies within the repeats' spread; repeat or "
+                msg += "lengthen the window (--repeats, --min-window-s) to be sure"
         checks.append(GateCheck(name, status, su, f">= {floor:g}", msg))  # type: ignore[arg-type]
     return checks
 

@@ -12,15 +12,14 @@ result of all, so node_exporter never sees a series twice.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.validation.result import read_result
 
 
 def _acc(r: dict[str, Any]) -> dict[str, Any]:
@@ -51,15 +50,25 @@ def _epoch(r: dict[str, Any]) -> float | None:
     return ts.timestamp() if ts.tzinfo else None
 
 
+# A validation that passed: "waived" (exit 0) is one too, the operator's waiver standing; it
+# has its own gauge, so the failing-validation alert stays quiet while the waiver stands.
+PASSED = ("pass", "waived")
+
 # How a validation ended: (name suffix, help for the per-release series, help for the node's
 # newest result, the value). The same three gauges exist as specdeploy_validation_* (one per
 # node, release and model) and as specdeploy_last_validation_* (one per node).
 _OUTCOME_GAUGES: tuple[tuple[str, str, str, Callable[[dict[str, Any]], float | None]], ...] = (
     (
         "passed",
-        "1 if the validation passed, else 0",
-        "1 if the node's newest validation passed, else 0",
-        lambda r: 1.0 if r.get("status") == "pass" else 0.0,
+        "1 if the validation passed (a waived speed-up gate counts: see _waived), else 0",
+        "1 if the node's newest validation passed (waived included), else 0",
+        lambda r: 1.0 if r.get("status") in PASSED else 0.0,
+    ),
+    (
+        "waived",
+        "1 if the validation passed only because its speed-up gate is waived, else 0",
+        "1 if the node's newest validation passed with the speed-up gate waived, else 0",
+        lambda r: 1.0 if r.get("status") == "waived" else 0.0,
     ),
     (
         "exit_code",
@@ -243,9 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in args.results:
         try:
-            results.append(json.loads(Path(name).read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
+            results.append(read_result(name))
+        except OSError as exc:
             print(f"spec-textfile: error: RESULT {name}: {cli.reason(exc)}", file=sys.stderr)
+            return 2
+        except ValueError as exc:  # names the file: not UTF-8, not JSON, not a result
+            print(f"spec-textfile: error: RESULT {exc}", file=sys.stderr)
             return 2
     try:
         atomic_write(args.out, prom_textfile(results))
