@@ -457,11 +457,11 @@ def test_the_old_server_stops_only_after_the_new_release_is_built(first, play, n
     release = node.current_release()
     # same vLLM: the new release's venv is the earlier one's files, linked, not installed again
     # (its console script is its own: it names the new venv)
-    inodes = node.sh(
-        f"sudo -n stat -c %i {ROOT}/releases/{before}/venv/lib/python3*/site-packages/vllm/"
-        f"__init__.py {ROOT}/releases/{release}/venv/lib/python3*/site-packages/vllm/__init__.py"
-    ).split()
-    assert len(inodes) == 2 and inodes[0] == inodes[1], inodes
+    links = node.sh(
+        f"sudo -n stat -c %h {ROOT}/releases/{release}/venv/lib/python3*/site-packages/vllm/"
+        "__init__.py"
+    )
+    assert int(links) >= 2, f"not linked from {before} or another release: {links} link(s)"
     script = node.sh(f"sudo -n head -1 {ROOT}/releases/{release}/venv/bin/vllm")
     assert script.strip() == f"#!{ROOT}/releases/{release}/venv/bin/python", script
     stops = node.sh(
