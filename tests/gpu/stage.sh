@@ -26,7 +26,7 @@ PLAT+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 
 DEPD=$CACHE/deps-$VLLM_VERSION; [ "$VLLM_VERSION" = 0.20.2 ] && DEPD=$CACHE/deps
 mkdir -p "$CACHE/dl" "$DEPD"
-[ -f "$CACHE/dl/$VLLM_WHL" ] || [ ! -f "$CACHE/../wheels/$VLLM_WHL" ] || cp "$CACHE/../wheels/$VLLM_WHL" "$CACHE/dl/"
+[ -f "$CACHE/dl/$VLLM_WHL" ] || [ ! -f "$CACHE/../wheels/$VLLM_WHL" ] || ln "$CACHE/../wheels/$VLLM_WHL" "$CACHE/dl/" 2>/dev/null || cp "$CACHE/../wheels/$VLLM_WHL" "$CACHE/dl/"
 [ -f "$CACHE/dl/$VLLM_WHL" ] || python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$CACHE/dl" "vllm==$VLLM_VERSION"
 echo "$VLLM_SHA  $CACHE/dl/$VLLM_WHL" | sha256sum -c --quiet
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$DEPD" "${DEPS[@]}" 2>&1 | grep -v "is ignored" || true
