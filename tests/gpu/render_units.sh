@@ -99,7 +99,7 @@ specdeploy_speculative_schedule: [[1, 15, 0], [16, 1024, 3]]"
   # --experts 256 --top-k 8 --k-max 5 --max-num-seqs 1024); docs/k-schedule-gpu.md
   render sched-auto true "" "$SPEC" "$LEN
 specdeploy_speculative_config: {method: eagle3, model: $W/models/drafter, num_speculative_tokens: 3}
-specdeploy_speculative_schedule: [[1, 13, 0], [14, 31, 2], [32, 32, 3], [33, 38, 2], [39, 63, 1], [64, 1024, 3]]"
+specdeploy_speculative_schedule: [[1, 13, 0], [14, 31, 2], [32, 1024, 3]]"
   exit 0
 fi
 if [ "$SET" = moe ]; then
