@@ -97,21 +97,37 @@ def stop_sessions(running: dict[str, tuple[subprocess.Popen[bytes], float, Path]
         stop_nodes_of(killed)
 
 
-def stop_nodes_of(pids: set[int]) -> None:
-    """Stop the sandbox nodes of the instances these (killed) sessions owned."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from testbed import sandbox
+def session_instances(pids: set[int]) -> dict[int, Path]:
+    """The sandbox instances (and their state dirs) whose session.json names one of these
+    session processes."""
+    found = {}
+    for state in Path("/run").glob("specdeploy-sandbox-*/session.json"):
+        try:
+            owner = int(json.loads(state.read_text()).get("pid", 0))
+            index = int(state.parent.name.rsplit("-", 1)[1])
+        except (OSError, ValueError, AttributeError):
+            continue
+        if owner in pids:
+            found[index] = state.parent
+    return found
 
-    for index in sandbox.instances_in_use():
-        with sandbox.as_instance(index):
-            try:
-                owner = json.loads((sandbox.state_dir() / "session.json").read_text())
-            except (OSError, ValueError):
-                continue
-            if int(owner.get("pid", 0)) in pids:
-                print(f"tests: stopping the nodes of sandbox instance {index}", flush=True)
-                for problem in sandbox.down():
-                    print(f"tests: {problem}", flush=True)
+
+def stop_nodes_of(pids: set[int]) -> None:
+    """Stop the sandbox nodes of the instances these (killed) sessions owned, with the test
+    bed's own command (its lock died with the session)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "tests"))
+    for index in sorted(session_instances(pids)):
+        print(f"tests: stopping the nodes of sandbox instance {index}", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "testbed.sandbox", "down"],
+            cwd=REPO,
+            env=dict(env, SPECDEPLOY_SANDBOX_INSTANCE=str(index)),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for line in (done.stdout + done.stderr).splitlines():
+            print(f"tests: {line}", flush=True)
 
 
 def _cgroup_base() -> Path:
@@ -122,12 +138,10 @@ def nodes_cpu_s(pid: int) -> float:
     """CPU-seconds the sandbox nodes of this session's instances have used so far (0 when
     none runs or the machine has no cgroup v2 CPU figures)."""
     total = 0.0
-    for state in Path("/run").glob("specdeploy-sandbox-*/session.json"):
+    for state in session_instances({pid}).values():
         try:
-            if int(json.loads(state.read_text()).get("pid", 0)) != pid:
-                continue
-            stat = (_cgroup_base() / state.parent.name / "cpu.stat").read_text()
-        except (OSError, ValueError):
+            stat = (_cgroup_base() / state.name / "cpu.stat").read_text()
+        except OSError:
             continue
         usage = re.search(r"^usage_usec (\d+)", stat, re.M)
         total += int(usage.group(1)) / 1e6 if usage else 0.0
