@@ -1,0 +1,88 @@
+"""The engine facts (issue 29), fitted to real SGLang 0.5.15 output recorded on the H200."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdeploy.controller import engines
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-0.5.15-h200"
+
+
+def test_sglang_metrics_parse_and_relate_to_vllms_definition():
+    m = engines.parse_sglang_metrics((FIX / "metrics-spec.txt").read_text())
+    assert m["num_steps"] == 3.0 and m["num_draft_tokens"] == 4.0
+    acc = engines.acceptance_from_sglang(m["accept_length"], int(m["num_steps"]))
+    # SGLang's own accept rate is (length - 1) / steps: the relation the module states.
+    assert acc.rate == pytest.approx(m["accept_rate"])
+    assert acc.per_position is None
+
+
+def test_accept_log_lines_match_the_recorded_server_log():
+    lines = (FIX / "server-spec-accept-lines.log").read_text().splitlines()
+    found = [engines.ACCEPT_LOG.search(line) for line in lines]
+    assert lines and all(found)
+    for f in found:
+        acc = engines.acceptance_from_sglang(float(f["len"]), 3)
+        assert acc.rate == pytest.approx(float(f["rate"]), abs=0.01)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.5, 4.5])
+def test_bad_accept_length_is_a_one_line_error(bad):
+    with pytest.raises(engines.EngineError, match="accept length"):
+        engines.acceptance_from_sglang(bad, 3)
+
+
+def test_sglang_argv_carries_the_eagle3_flags_and_metrics():
+    spec = engines.SpecConfig("/srv/drafter", num_steps=3)
+    argv = engines.sglang_argv(["python3", "-m", "sglang.launch_server"], "/srv/t", "t",
+                               "127.0.0.1", 8000, 8, 32768, 0.85, spec,
+                               attention_backend="triton", disable_custom_all_reduce=True)  # fmt: skip
+    pairs = dict(zip(argv, argv[1:], strict=False))
+    assert pairs["--speculative-algorithm"] == "EAGLE3"
+    assert pairs["--speculative-draft-model-path"] == "/srv/drafter"
+    assert pairs["--speculative-num-steps"] == "3"
+    assert pairs["--speculative-eagle-topk"] == "1"
+    assert pairs["--speculative-num-draft-tokens"] == "4"
+    assert pairs["--tp-size"] == "8" and pairs["--attention-backend"] == "triton"
+    assert "--enable-metrics" in argv and "--disable-custom-all-reduce" in argv
+    base = engines.sglang_argv(["sgl"], "/srv/t", "t", "127.0.0.1", 8000, 8, 32768, 0.85, None)
+    assert not any(a.startswith("--speculative") for a in base)
+
+
+def test_per_position_gate_refused_on_sglang_only():
+    gates = {"per_position_floors": [0.5, 0.3]}
+    assert engines.refused_gates("vllm", gates) == []
+    (line,) = engines.refused_gates("sglang", gates)
+    assert "per_position_floors" in line and "unavailable on sglang" in line
+    assert engines.refused_gates("sglang", {"per_position_floors": []}) == []
+
+
+def test_aux_layer_shift_and_drafter_for_the_other_engine_refused():
+    assert engines.served_aux_layers("vllm", "DeepseekV3ForCausalLM", [1, 2, 3]) == [1, 2, 3]
+    assert engines.served_aux_layers("sglang", "DeepseekV3ForCausalLM", [1, 2, 3]) == [2, 3, 4]
+    assert engines.served_aux_layers("sglang", "LlamaForCausalLM", [1, 2, 3]) == [1, 2, 3]
+    (err,) = engines.check_drafter_engine("sglang", "DeepseekV3ForCausalLM", {})
+    assert "exported for vllm" in err
+    assert engines.check_drafter_engine("sglang", "DeepseekV3ForCausalLM",
+                                        {"specdeploy_engine": "sglang"}) == []  # fmt: skip
+    assert engines.check_drafter_engine("vllm", "DeepseekV3ForCausalLM",
+                                        {"specdeploy_engine": "sglang"})  # fmt: skip
+    assert engines.check_drafter_engine("sglang", "LlamaForCausalLM",
+                                        {"norm_before_residual": True})  # fmt: skip
+
+
+def test_sm120_refuses_known_bad_and_disables_custom_all_reduce_without_p2p():
+    plan = engines.sm120_findings("sglang", (12, 0), p2p=False, tp_size=4, attention_backend="")
+    assert plan.disable_custom_all_reduce and plan.attention_backend == "flashinfer"
+    bad = engines.sm120_findings("sglang", (12, 0), True, 4, "trtllm_mla")
+    assert any(f.level == "error" and "24633" in f.source for f in bad.findings)
+    h200 = engines.sm120_findings("sglang", (9, 0), True, 1, "")
+    assert not h200.disable_custom_all_reduce and h200.attention_backend == ""
+
+
+def test_unknown_engine_is_refused():
+    with pytest.raises(engines.EngineError, match="not one of vllm, sglang"):
+        engines.engine("trtllm")
