@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import drafter_provenance as provenance
+from specdeploy.controller import engines
 from specdeploy.node import jsontext
 from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
 from specdeploy.node.patches import Manifest, UsageError
@@ -451,6 +452,24 @@ def check_provenance(
         )
 
 
+def _check_engine(
+    res: Result, engine: str, target_cfg: dict[str, Any], drafter_cfg: dict[str, Any]
+) -> None:
+    """The drafter's engine convention (issue 29): refused before the load, naming it."""
+    arch = (target_cfg.get("architectures") or [""])[0]
+    for message in engines.check_drafter_engine(engine, str(arch), drafter_cfg):
+        res.add("error", "drafter.engine", message)
+    if engine == "sglang" and res.aux_layers_served:
+        served = engines.served_aux_layers(engine, str(arch), res.aux_layers_served)
+        if served != res.aux_layers_served:
+            res.add(
+                "info",
+                "drafter.aux_layers.sglang",
+                f"SGLang feeds the drafter target layers {served} for its ids "
+                f"{res.aux_layers_served} ({arch}: SGLang's ids are vLLM's + 1)",
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="drafter-check",
@@ -482,6 +501,12 @@ def main(argv: list[str] | None = None) -> int:
         help="true: a drafter without a provenance file is an error, not a warning",
     )
     ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
+    ap.add_argument(
+        "--engine",
+        choices=engines.ENGINES,
+        default="vllm",
+        help="the engine that will serve: a drafter exported for the other one is refused",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -499,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.drafter_weights_json and args.drafter_weights_json.strip() != "null":
             weights = parse_inline(args.drafter_weights_json, "--drafter-weights-json")
         res = check(tcfg, dcfg, args.vllm_version, manifest, ddir, weights)
+        _check_engine(res, args.engine, tcfg, dcfg)
         prov_text = args.provenance_json
         if prov_text is None and ddir is not None:
             pfile = ddir / provenance.FILE_NAME

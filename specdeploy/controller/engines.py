@@ -213,7 +213,10 @@ class Sm120Plan:
 
 # Known-bad on SM120 (compute capability 12.0), with where it is reported.
 SM120_BAD_BACKENDS = {
-    ("sglang", "trtllm_mla"): "sgl-project/sglang issue 24633 (prefill fails on RTX PRO 6000, 0.5.10)",
+    (
+        "sglang",
+        "trtllm_mla",
+    ): "sgl-project/sglang issue 24633 (prefill fails on RTX PRO 6000, 0.5.10)",
     ("sglang", "fa3"): "FA3 kernels are built for SM90 only (sgl_kernel flash_ops)",
 }
 SM120_WORKING_MLA_BACKEND = {"sglang": "flashinfer"}  # fa2 MLA path, sgl-project/sglang issue 12325
@@ -251,6 +254,35 @@ def sm120_findings(
             )
         )
     plan.findings.append(
-        Sm120Finding("info", "SM120: DeepGEMM has no SM120 kernels; not used", "deepseek-ai/DeepGEMM")
+        Sm120Finding(
+            "info", "SM120: DeepGEMM has no SM120 kernels; not used", "deepseek-ai/DeepGEMM"
+        )
     )
     return plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Preflight: refuse gates the engine cannot judge (exit 2, one line each), before any load."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(prog="engine-check", description=main.__doc__)
+    ap.add_argument("--engine", required=True)
+    ap.add_argument("--gates-json", required=True, help="the release's gates (gates.json content)")
+    args = ap.parse_args(argv)
+    try:
+        gates = json.loads(args.gates_json)
+        if not isinstance(gates, dict):
+            raise EngineError("--gates-json is not a JSON object")
+        lines = refused_gates(args.engine, gates)
+    except (EngineError, json.JSONDecodeError) as exc:
+        print(f"engine-check: error: {exc}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(f"engine-check: error: {line}", file=sys.stderr)
+    return 2 if lines else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
