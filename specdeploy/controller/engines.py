@@ -234,7 +234,7 @@ def sm120_findings(
             Sm120Finding(
                 "info",
                 f"PCIe peer-to-peer is off: {eng} runs with --disable-custom-all-reduce (NCCL)",
-                "custom all-reduce needs P2P; sgl-project/sglang server_args disable_custom_all_reduce",
+                "custom all-reduce needs P2P; sglang server_args disable_custom_all_reduce",
             )
         )
     if capability != (12, 0):

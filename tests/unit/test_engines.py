@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -37,10 +38,10 @@ def test_bad_accept_length_is_a_one_line_error(bad):
 
 def test_sglang_argv_carries_the_eagle3_flags_and_metrics():
     spec = engines.SpecConfig("/srv/drafter", num_steps=3)
-    argv = engines.sglang_argv(["python3", "-m", "sglang.launch_server"], "/srv/t", "t",
-                               "127.0.0.1", 8000, 8, 32768, 0.85, spec,
+    server = ["python3", "-m", "sglang.launch_server"]
+    argv = engines.sglang_argv(server, "/srv/t", "t", "127.0.0.1", 8000, 8, 32768, 0.85, spec,
                                attention_backend="triton", disable_custom_all_reduce=True)  # fmt: skip
-    pairs = dict(zip(argv, argv[1:], strict=False))
+    pairs = dict(itertools.pairwise(argv))
     assert pairs["--speculative-algorithm"] == "EAGLE3"
     assert pairs["--speculative-draft-model-path"] == "/srv/drafter"
     assert pairs["--speculative-num-steps"] == "3"
