@@ -40,7 +40,8 @@ def test_sglang_argv_carries_the_eagle3_flags_and_metrics():
     spec = engines.SpecConfig("/srv/drafter", num_steps=3)
     server = ["python3", "-m", "sglang.launch_server"]
     argv = engines.sglang_argv(server, "/srv/t", "t", "127.0.0.1", 8000, 8, 32768, 0.85, spec,
-                               attention_backend="triton", disable_custom_all_reduce=True)  # fmt: skip
+                               attention_backend="triton",
+                               disable_custom_all_reduce=True)  # fmt: skip
     pairs = dict(itertools.pairwise(argv))
     assert pairs["--speculative-algorithm"] == "EAGLE3"
     assert pairs["--speculative-draft-model-path"] == "/srv/drafter"
