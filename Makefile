@@ -19,9 +19,10 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
 PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes; promtool,
-# node_exporter and a headless chromium for the monitoring and report tests).
+# node_exporter and a headless chromium for the monitoring and report tests; haproxy, the
+# sandbox's load balancer for the drain).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
-                prometheus prometheus-node-exporter chromium
+                prometheus prometheus-node-exporter chromium haproxy
 
 .PHONY: drafter drafter-venv help setup demo test test-faults lint collection bench deploy plan rollback validate advise status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean
@@ -66,16 +67,28 @@ test-faults: setup ## the fault-injection suite alone (part of make test; its gr
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m testbed.demo
 
-sandbox-up: setup ## boot NODES=N sandbox GPU nodes, write inventory/sandbox, stage the test models
+sandbox-up: setup ## boot NODES=N systemd-nspawn nodes on 127.0.k.1N (no GPU: replayed nvidia-smi, stand-in server), write inventory/sandbox[-k]/, stage the test models (k: SPECDEPLOY_SANDBOX_INSTANCE, default 0)
 	@hosts=$$($(BIN)/python -m testbed.sandbox up --nodes $(NODES)); \
 	$(PLAYBOOK) -i "$$hosts" tests/playbooks/stage-models.yml >/dev/null; \
 	echo "sandbox ready (models staged): make deploy INVENTORY=$$(dirname "$${hosts#$(CURDIR)/}")"
 
-sandbox-down: $(VENV)/.stamp ## stop every sandbox node; leaves no process, mount or address
+sandbox-down: $(VENV)/.stamp ## stop instance k's nodes (SPECDEPLOY_SANDBOX_INSTANCE, default 0), remove its state; refused while a test session holds it
 	$(BIN)/python -m testbed.sandbox down
 
-deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=)
-	$(PLAYBOOK) -i $(INVENTORY) deploy.yml $(EXTRA)
+# Ctrl-C during a deploy or rollback: ansible-playbook stops ("User interrupted execution", exit
+# 99) and leaves the nodes where it was; playbooks/interrupted.yml then ends each one in a named,
+# safe state (rolled back to what served before, kept, or said unvalidated; the dead run's lock
+# given back) that `make status` shows. A second Ctrl-C stops that too (the next run or
+# `make status` still names the state).
+INTERRUPTIBLE = rc=0; trap 'true' INT; $(PLAYBOOK) -i $(INVENTORY) $(PLAY_ARGS) || rc=$$?; trap - INT; \
+	if [ $$rc -eq 99 ]; then \
+	  echo "make: the run was interrupted; ending what it left on each node (playbooks/interrupted.yml)" >&2; \
+	  $(PLAYBOOK) -i $(INVENTORY) playbooks/interrupted.yml || true; fi; \
+	exit $$rc
+
+deploy: PLAY_ARGS = deploy.yml $(EXTRA)
+deploy: $(VENV)/.stamp ## ansible-playbook deploy.yml (INVENTORY=, EXTRA=); Ctrl-C ends in a named, safe state
+	@$(INTERRUPTIBLE)
 
 DRAFTER_CONFIG ?= $(INVENTORY)/drafter-pipeline.yml
 drafter: $(VENV)/.stamp ## train the EAGLE-3 drafter for the served target (DRAFTER_CONFIG=; resumable)
@@ -94,8 +107,9 @@ plan: $(VENV)/.stamp ## per node: the release a deploy would build, restart, dow
 preflight: $(VENV)/.stamp ## read-only hardware and input checks (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/preflight.yml $(EXTRA)
 
+rollback: PLAY_ARGS = playbooks/rollback.yml $(if $(TO),-e rollback_to=$(TO)) $(EXTRA)
 rollback: $(VENV)/.stamp ## back to the previous release, or TO=<release-id> (INVENTORY=, EXTRA=)
-	$(PLAYBOOK) -i $(INVENTORY) playbooks/rollback.yml $(if $(TO),-e rollback_to=$(TO)) $(EXTRA)
+	@$(INTERRUPTIBLE)
 
 advise: $(VENV)/.stamp ## k advisor: predicted speed-up per k and concurrency from the serving nodes, no restart (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/advise.yml $(EXTRA)

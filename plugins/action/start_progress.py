@@ -1,6 +1,6 @@
 """Follow a server start on the node and print one line per load phase change, with an ETA.
 
-Runs specdeploy.node.start_progress on the node (the release's Python and toolkit) again and
+Runs specdeploy.node.service.start_progress on the node (the release's Python and toolkit) again and
 again, each time with a bounded wait for the next change, until the engine log says ready, the
 server's process ended, or ``timeout_s`` passed. Prints, per change, a line like
 
@@ -75,7 +75,7 @@ class ActionModule(ActionBase):
         while True:
             left = deadline - time.monotonic()
             argv = [
-                python, "-m", "specdeploy.node.start_progress", "--unit", unit,
+                python, "-m", "specdeploy.node.service.start_progress", "--unit", unit,
                 "--since", f"{since:.3f}", "--root", root, "--known", known,
                 "--wait", f"{max(0.0, min(wait_s, left)):.1f}", "--json",
             ]  # fmt: skip

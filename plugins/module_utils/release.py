@@ -11,7 +11,7 @@ Release status: building (never selected) -> verified -> active | failed | inact
 Every command returns one object with `changed`, so Ansible can report honestly. With
 ``check=True`` a command changes nothing and says what it would change (Ansible's check mode:
 the module specdeploy.toolkit.releases runs these functions; the command line is
-specdeploy.node.release).
+specdeploy.node.release.ledger).
 """
 
 from __future__ import annotations
@@ -41,6 +41,21 @@ def _now() -> str:
 
 def releases_dir(root: Path) -> Path:
     return root / "releases"
+
+
+def release_paths(root: str | Path, release_id: str) -> dict[str, str]:
+    """Where a release lives on a node, as strings: the one layout. The plan's release object and
+    every role that reaches another release by id (rollback, activation, validation) take their
+    paths from here (the filter specdeploy.toolkit.release_paths)."""
+    base = releases_dir(Path(root)) / release_id
+    return {
+        "dir": str(base),
+        "toolkit_dir": str(base / "toolkit"),
+        "venv_dir": str(base / "venv"),
+        "python": str(base / "venv" / "bin" / "python"),
+        "config_dir": str(base / "config"),
+        "manifest": str(base / "manifest.json"),
+    }
 
 
 def manifest_path(root: Path, release_id: str) -> Path:

@@ -5,7 +5,7 @@ walking the rollout (lock, build, patch, caches, render, activate, prune, unlock
 its tasks skipped.
 
 Runs ON the node (stdlib only; the collection's module_utils, shipped with the module; the
-command line is specdeploy.node.steady). It checks what that walk checks on a node
+command line is specdeploy.node.release.steady). It checks what that walk checks on a node
 that already serves the release:
 
 * no other deploy or rollback holds the node's deploy lock (module_utils deploy_lock);
@@ -22,7 +22,7 @@ that already serves the release:
 It reports `steady` or the list of drifts; a node with any drift takes the normal path. It
 changes nothing, in every mode.
 
-    python3 -m specdeploy.node.steady --spec SPEC.json [--json]
+    python3 -m specdeploy.node.release.steady --spec SPEC.json [--json]
 
 SPEC.json holds the module's parameters (root, release_id, service, files, present,
 keep_releases, smoke_argv, smoke_environment). Exit codes: 0 steady, 1 drift, 2 usage or

@@ -23,10 +23,12 @@ version_added: 0.1.0
 options:
   root: {description: "The release root the lock guards.", type: path, required: true}
   state:
-    description: locked takes the lock for owner; unlocked gives back the lock with token.
+    description: >-
+      locked takes the lock for owner; unlocked gives back the lock with token; shown only
+      reads who holds it (make status, the clean-up after an interrupted run).
     type: str
     required: true
-    choices: [locked, unlocked]
+    choices: [locked, unlocked, shown]
   owner: {description: "This run's owner record (deploy_lock.py whoami; locked).", type: dict}
   stale_after:
     description: Seconds after which another controller's lock counts as stale (locked).
@@ -57,7 +59,7 @@ RETURN = r"""
 changed: {description: "Taken or given back (or would be).", type: bool, returned: always}
 acquired: {description: "This run holds the lock (locked).", type: bool, returned: locked}
 released: {description: "Given back (unlocked).", type: bool, returned: unlocked}
-owner: {description: "Who holds the lock (or held it).", type: dict, returned: when held}
+owner: {description: "Who holds (or held) the lock; null: free.", type: dict, returned: when held}
 broken: {description: "The stale lock that was broken.", type: dict, returned: locked}
 message: {description: "Who holds the lock, for the operator.", type: str, returned: when refused}
 """
@@ -82,6 +84,8 @@ def run(module: AnsibleModule) -> dict:
     p = module.params
     root, check = Path(p["root"]), module.check_mode
     before = read_owner(root)
+    if p["state"] == "shown":
+        return {"changed": False, "owner": before}
     if p["state"] == "locked":
         result = acquire(root, p["owner"], p["stale_after"], p["break_token"], check=check)
         after = result["owner"] if result["acquired"] else before
@@ -103,7 +107,11 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "required": True},
-            "state": {"type": "str", "required": True, "choices": ["locked", "unlocked"]},
+            "state": {
+                "type": "str",
+                "required": True,
+                "choices": ["locked", "unlocked", "shown"],
+            },
             "owner": {"type": "dict"},
             "stale_after": {"type": "float", "default": 4 * 3600.0},
             "break_token": {"type": "str", "no_log": False},  # names a lock, grants nothing

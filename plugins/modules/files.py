@@ -61,21 +61,38 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.specdeploy.toolkit.plugins.module_utils.specdeploy_fsio import atomic_write
 
 
-def wanted_ids(owner: str, group: str) -> tuple[int, int]:
-    return pwd.getpwnam(owner).pw_uid, grp.getgrnam(group).gr_gid
+def wanted_ids(owner: str, group: str, check: bool) -> tuple[int | None, int | None]:
+    """The uid and gid of the item's owner and group. A name the node does not know yet is None
+    in check mode (on a fresh node the service user is created by an earlier task of the same
+    run, which check mode only reports), and a one-line error otherwise."""
+    ids: list[int | None] = []
+    for kind, name, lookup in (("user", owner, pwd.getpwnam), ("group", group, grp.getgrnam)):
+        try:
+            entry = lookup(name)
+        except KeyError:
+            if not check:
+                raise ValueError(f"{kind} {name!r} does not exist on the node") from None
+            ids.append(None)
+            continue
+        ids.append(entry.pw_uid if kind == "user" else entry.gr_gid)  # type: ignore[union-attr]
+    return ids[0], ids[1]
 
 
-def metadata_changes(path: str, uid: int, gid: int, mode: int) -> list[str]:
+def metadata_changes(path: str, uid: int | None, gid: int | None, mode: int) -> list[str]:
     info = os.lstat(path)
     changes = []
     if stat.S_IMODE(info.st_mode) != mode:
         changes.append(f"mode {stat.S_IMODE(info.st_mode):04o} -> {mode:04o}")
-    if (info.st_uid, info.st_gid) != (uid, gid):
+    if uid is None or gid is None:  # check mode: owned by a user or group this run creates
+        changes.append(f"owner {info.st_uid}:{info.st_gid} -> a user or group this run creates")
+    elif (info.st_uid, info.st_gid) != (uid, gid):
         changes.append(f"owner {info.st_uid}:{info.st_gid} -> {uid}:{gid}")
     return changes
 
 
-def correct_metadata(path: str, uid: int, gid: int, mode: int, check: bool) -> dict | None:
+def correct_metadata(
+    path: str, uid: int | None, gid: int | None, mode: int, check: bool
+) -> dict | None:
     """Owner, group and mode of an existing item made so; the diff entry when they were not."""
     changes = metadata_changes(path, uid, gid, mode)
     if not changes:
@@ -98,7 +115,7 @@ def ensure(item: dict, check: bool) -> dict | None:
     """Make one item so; the diff entry when it changed (or would), else None."""
     path = item["path"]
     mode = int(item["mode"], 8)
-    uid, gid = wanted_ids(item["owner"], item["group"])
+    uid, gid = wanted_ids(item["owner"], item["group"], check)
     if item["state"] == "directory":
         if os.path.lexists(path) and not os.path.isdir(path):
             raise ValueError(f"{path} exists and is not a directory")

@@ -116,8 +116,10 @@ PROVENANCE_FILE = "specdeploy-drafter.json"
 
 
 def read_text(path: str) -> str | None:
+    """The file's text (bytes that are not UTF-8 read as U+FFFD: the checks on the controller
+    name them), or None when there is no such file."""
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
     except FileNotFoundError:
         return None

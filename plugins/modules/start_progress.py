@@ -2,7 +2,7 @@
 """Documentation of the action plugin specdeploy.toolkit.start_progress (plugins/action).
 
 The work happens on the controller (plugins/action/start_progress.py), which runs
-specdeploy.node.start_progress on the node with the release's Python; this file only carries
+specdeploy.node.service.start_progress on the node with the release's Python; this file only carries
 the documentation ansible-doc shows, the usual place for an action plugin's documentation.
 """
 
@@ -12,9 +12,9 @@ DOCUMENTATION = r"""
 module: start_progress
 short_description: Follow a server start on the node, one line per load phase, with an ETA
 description:
-  - Runs C(specdeploy.node.start_progress) on the node (the release's Python and toolkit) again
-    and again, each time with a bounded wait for the next change, until the engine log says
-    ready, the server's process ended, or O(timeout_s) passed.
+  - Runs C(specdeploy.node.service.start_progress) on the node (the release's Python and
+    toolkit) again and again, each time with a bounded wait for the next change, until the
+    engine log says ready, the server's process ended, or O(timeout_s) passed.
   - Prints one line per phase change, for example
     C(node1 - loading weights 50% (12.3 s in; ETA 31 s from 4 earlier starts)).
   - Read-only. In check mode it is skipped (nothing was started).

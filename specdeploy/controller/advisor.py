@@ -14,12 +14,16 @@ it predicts, per level ``c`` and for every k from 1 to ``--k-max``::
     target(T)        = a + e * E[distinct experts](T) + t * T  (fitted to step_nospec over c)
     E[distinct](T)   = E * (1 - (1 - top_k / E) ** T)          (MoESD, arXiv 2505.19645)
     overhead(c)      = step_spec(c, K) - target(c * (K + 1))      (drafting, sampling, ...)
-    draft(c)         = (1 - FIXED_SHARE) * overhead(c) / K          (per drafter step)
-    step_spec(c, k)  = target(c * (k + 1)) + FIXED_SHARE * overhead(c) + k * draft(c)
+    draft(c)         = overhead(c) / (FIXED_STEPS + K)              (per drafter step)
+    step_spec(c, k)  = target(c * (k + 1)) + (FIXED_STEPS + k) * draft(c)
     speed_up(c, k)   = (1 + sum(r[:k])) * step_nospec(c) / step_spec(c, k)
 
-FIXED_SHARE (0.25): the part of the speculative overhead that does not scale with k,
-calibrated on the two H200 recordings (docs/advisor.md).
+FIXED_STEPS (1.5): what a speculative step costs beyond its k drafter steps whatever k is (the
+drafter's first pass over the verified tokens, rejection sampling, bookkeeping), in drafter
+steps, calibrated on the two H200 recordings (docs/advisor.md). The earlier model took a fixed
+SHARE of the deployed K's overhead (``--fixed-share``), which makes the drafter step of the
+same node depend on which K was deployed (75% of the overhead on one step at K=1, 15% per step
+at K=5): larger k came out 13-25% low.
 
 Smaller k use the measured rates of their positions (a drafter's position i does not depend
 on later ones); larger k continue the last two positions' ratio and are marked extrapolated.
@@ -39,18 +43,24 @@ Exit codes: 0 a table, 2 bad or missing input (one line naming it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdeploy.node import metrics
+from specdeploy.node import cli, jsontext
+from specdeploy.node.validation import metrics
 
 SCHEMA = "specdeploy.advice/1"
-# Share of a step's speculative overhead that does not shrink with k (rejection sampling, the
-# drafter's pass over the accepted tokens, scheduling): 0.25 predicts the other k's recorded
-# speed-ups best on both H200 recordings (mean |log error| 0.158 and 0.127; 0: 0.175, 0.196).
+# What a speculative step costs beyond its k drafter steps, whatever k (the drafter's first pass
+# over the verified tokens, rejection sampling, scheduling), in drafter steps: 1.5 predicts the
+# other k's recorded speed-ups best on both H200 recordings (mean |log error| 0.099 and 0.142;
+# 1: 0.104, 0.143; 2: 0.100, 0.144; the old fixed share 0.25: 0.127, 0.158).
+FIXED_STEPS = 1.5
+# The earlier model (--fixed-share): a fixed share of the deployed K's overhead.
 FIXED_SHARE = 0.25
 
 
@@ -76,9 +86,20 @@ class TargetModel:
     top_k: int
     how: str  # how it was obtained (fit over levels, or an assumption)
 
+    token_share: float = 1.0  # share of t that is per token (the rest: per request)
+
     def step_s(self, tokens: float) -> float:
         return (
             self.a + self.e * distinct_experts(self.n_experts, self.top_k, tokens) + self.t * tokens
+        )
+
+    def verify_s(self, c: float, k: int) -> float:
+        """A verification pass: c requests of k + 1 tokens each."""
+        tokens = c * (k + 1)
+        return (
+            self.a
+            + self.e * distinct_experts(self.n_experts, self.top_k, tokens)
+            + self.t * c * (1 + self.token_share * k)
         )
 
 
@@ -171,7 +192,46 @@ class Advice:
     levels: dict[int, list[Prediction]] = field(default_factory=dict)
     draft_s: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    fixed_share: float = FIXED_SHARE
+    fixed_share: float | None = None
+    fixed_steps: float | None = FIXED_STEPS
+    # per measured level: the no-speculation step (s) and the k-independent overhead (s);
+    # what speed_up_at interpolates between levels
+    step_nospec: dict[int, float] = field(default_factory=dict)
+    fixed_s: dict[int, float] = field(default_factory=dict)
+    all_rates: list[float] = field(default_factory=list)
+
+    def _between(self, c: float, values: dict[int, float]) -> float:
+        """Linear interpolation in log(c) between the measured levels; flat outside them."""
+        lv = sorted(values)
+        if c <= lv[0]:
+            return values[lv[0]]
+        if c >= lv[-1]:
+            return values[lv[-1]]
+        for lo, hi in itertools.pairwise(lv):
+            if lo <= c <= hi:
+                w = (math.log(c) - math.log(lo)) / (math.log(hi) - math.log(lo))
+                return values[lo] * (1 - w) + values[hi] * w
+        raise AssertionError("unreachable")
+
+    def speed_up_at(self, c: float, k: int) -> float:
+        """Predicted speed-up of k at any batch size c (k = 0: 1.0). At a measured level it is
+        the table's cell; between levels the model's target passes at c and c * (k + 1), the
+        no-speculation step scaled by the neighbouring levels' measured/fitted ratio, and their
+        overheads interpolated in log(c); beyond the outermost levels those of the nearest one."""
+        if k == 0:
+            return 1.0
+        if int(c) == c and int(c) in self.levels:
+            return self.levels[int(c)][k - 1].speed_up
+        ratio = self._between(
+            c, {lv: s / self.target.step_s(lv) for lv, s in self.step_nospec.items()}
+        )
+        nospec = ratio * self.target.step_s(c)
+        step = (
+            self.target.verify_s(c, k)
+            + self._between(c, self.fixed_s)
+            + k * self._between(c, self.draft_s)
+        )
+        return (1.0 + sum(self.all_rates[:k])) * nospec / step
 
     def recommended(self, c: int) -> int:
         """Best k at level c; 0 when no k beats speculation off."""
@@ -184,6 +244,7 @@ class Advice:
             "deployed_k": self.deployed_k,
             "per_position_acceptance": [round(r, 4) for r in self.rates],
             "fixed_share": self.fixed_share,
+            "fixed_steps": self.fixed_steps,
             "target_model": {
                 "a_s": self.target.a,
                 "expert_s": self.target.e,
@@ -205,6 +266,87 @@ class Advice:
         }
 
 
+@dataclass(frozen=True)
+class Mix:
+    """The one k that maximises the time-weighted mean speed-up of a load profile, and what a
+    schedule (vLLM with dynamic k) would gain over it at each level."""
+
+    shares: dict[int, float]  # normalised share of time per level
+    k: int  # 0: off
+    mean_speed_up: float
+    per_level: dict[int, float]  # the chosen k's speed-up per level (1.0 where off)
+    best_per_level: dict[int, tuple[int, float]]  # (best k or 0, its speed-up) per level
+    schedule_mean: float  # the time-weighted mean with the best k at every level
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "shares": {str(c): round(w, 4) for c, w in sorted(self.shares.items())},
+            "k": self.k,
+            "mean_speed_up": round(self.mean_speed_up, 4),
+            "per_level": {str(c): round(v, 4) for c, v in sorted(self.per_level.items())},
+            "dynamic_k_per_level": {
+                str(c): {"k": k, "speed_up": round(v, 4), "gain": round(v / self.per_level[c], 4)}
+                for c, (k, v) in sorted(self.best_per_level.items())
+            },
+            "dynamic_k_mean_speed_up": round(self.schedule_mean, 4),
+        }
+
+
+def load_mix(adv: Advice, profile: dict[int, float] | None = None) -> Mix:
+    """The one k (or off) with the highest time-weighted mean predicted speed-up over the load
+    profile (share of time at each level; None or {}: equal shares over the measured levels).
+    A level of the profile the advice did not measure is an error."""
+    levels = sorted(adv.levels)
+    prof = dict(profile or {})
+    if not prof:
+        prof = dict.fromkeys(levels, 1.0)
+    bad = [c for c, w in prof.items() if not (isinstance(w, int | float) and math.isfinite(w))]
+    if bad or any(w < 0 for w in prof.values()) or sum(prof.values()) <= 0:
+        raise AdviceInputError(f"load profile {prof}: want shares >= 0 with a positive sum")
+    missing = sorted(set(prof) - set(levels))
+    if missing:
+        raise AdviceInputError(
+            f"load profile levels {missing} were not measured (measured: {levels})"
+        )
+    total = sum(prof.values())
+    shares = {c: w / total for c, w in prof.items() if w > 0}
+    ks = [p.k for p in adv.levels[levels[0]]]
+
+    def su(c: int, k: int) -> float:
+        return 1.0 if k == 0 else adv.levels[c][k - 1].speed_up
+
+    best_k, best_mean = 0, 1.0
+    for k in ks:
+        mean = sum(w * su(c, k) for c, w in shares.items())
+        if mean > best_mean:
+            best_k, best_mean = k, mean
+    per_level = {c: su(c, best_k) for c in shares}
+    best = {}
+    for c in shares:
+        k = adv.recommended(c)
+        best[c] = (k, su(c, k))
+    sched_mean = sum(w * best[c][1] for c, w in shares.items())
+    return Mix(shares, best_k, best_mean, per_level, best, sched_mean)
+
+
+def render_mix(mix: Mix) -> str:
+    share = ", ".join(f"c={c} {w:.0%}" for c, w in sorted(mix.shares.items()))
+    one = "off" if mix.k == 0 else f"k={mix.k}"
+    lines = [
+        f"load profile (share of time): {share}",
+        f"one k for this mix (a vLLM without dynamic k): {one}, time-weighted mean speed-up "
+        f"{mix.mean_speed_up:.2f}x",
+        f"with k by batch size (vLLM >= 0.24.0, specdeploy_speculative_schedule): "
+        f"{mix.schedule_mean:.2f}x; per level:",
+    ]
+    for c, (k, v) in sorted(mix.best_per_level.items()):
+        lines.append(
+            f"  c={c}: {'off' if k == 0 else f'k={k}'} {v:.2f}x against {mix.per_level[c]:.2f}x "
+            f"with {one} ({v / mix.per_level[c] - 1:+.0%})"
+        )
+    return "\n".join(lines)
+
+
 def advise(
     rates: list[float],
     spec_tps: dict[int, float],
@@ -213,7 +355,9 @@ def advise(
     n_experts: int = 0,
     top_k: int = 0,
     k_max: int | None = None,
-    fixed_share: float = FIXED_SHARE,
+    fixed_share: float | None = None,
+    token_share: float = 1.0,
+    fixed_steps: float = FIXED_STEPS,
 ) -> Advice:
     """The table (see the module docstring). ``rates``: per-position acceptance at the deployed
     k = len(rates); the tps maps: output tokens/s by concurrency level."""
@@ -229,29 +373,44 @@ def advise(
             f"no level measured both with speculation {sorted(spec_tps)} and without "
             f"{sorted(nospec_tps)}"
         )
-    if not 0 <= fixed_share < 1:
+    if fixed_share is not None and not 0 <= fixed_share < 1:
         raise AdviceInputError(f"fixed share {fixed_share}: want a fraction in [0, 1)")
+    if not 0 <= fixed_steps < 100:
+        raise AdviceInputError(f"fixed steps {fixed_steps}: want a number in [0, 100)")
     if (n_experts > 0) != (top_k > 0) or top_k > n_experts:
         raise AdviceInputError(f"experts {n_experts} / top-k {top_k}: give both, top-k <= experts")
     deployed = len(rates)
     k_max = k_max or max(deployed + 2, 5)
     all_rates, n_measured = extend_rates(rates, k_max)
     step_nospec = {c: c / nospec_tps[c] for c in levels}
-    target = fit_target(step_nospec, n_experts, top_k)
-    adv = Advice(deployed, list(rates), target, fixed_share=fixed_share)
+    target = dataclasses.replace(fit_target(step_nospec, n_experts, top_k), token_share=token_share)
+    adv = Advice(
+        deployed,
+        list(rates),
+        target,
+        fixed_share=fixed_share,
+        fixed_steps=None if fixed_share is not None else fixed_steps,
+        all_rates=all_rates,
+    )
     if n_experts == 0:
         adv.notes.append("dense target assumed (no --experts): verification cost grows per token")
     for c in levels:
         per_step = 1.0 + sum(rates)
         measured_step = c * per_step / spec_tps[c]
-        t_deployed = target.step_s(c * (deployed + 1))
+        t_deployed = target.verify_s(c, deployed)
         overhead = max(0.0, measured_step - t_deployed)
-        fixed = fixed_share * overhead
-        draft = (overhead - fixed) / deployed
+        if fixed_share is not None:  # the earlier model: a share of the deployed K's overhead
+            fixed = fixed_share * overhead
+            draft = (overhead - fixed) / deployed
+        else:  # the fixed part as a number of drafter steps: overhead = (f + K) * draft
+            draft = overhead / (fixed_steps + deployed)
+            fixed = fixed_steps * draft
         adv.draft_s[c] = draft
+        adv.fixed_s[c] = fixed
+        adv.step_nospec[c] = step_nospec[c]
         preds = []
         for k in range(1, k_max + 1):
-            step = target.step_s(c * (k + 1)) + fixed + k * draft
+            step = target.verify_s(c, k) + fixed + k * draft
             if k == deployed:
                 step = measured_step  # the measurement itself, also when the fit undershoots
             su = (1.0 + sum(all_rates[:k])) * step_nospec[c] / step
@@ -269,7 +428,7 @@ def _level_map(text: str, what: str) -> dict[int, float]:
         for part in text.split(","):
             c, _, v = part.partition("=")
             out[int(c)] = float(v)
-        if not out or any(c < 1 or v <= 0 for c, v in out.items()):
+        if not out or any(c < 1 or not 0 < v < math.inf for c, v in out.items()):
             raise ValueError
         return out
     except ValueError:
@@ -279,7 +438,7 @@ def _level_map(text: str, what: str) -> dict[int, float]:
 
 
 def _levels_file(path: str) -> tuple[dict[int, float], bool | None]:
-    from specdeploy.node import speed  # node code, stdlib only
+    from specdeploy.node.validation import speed  # node code, stdlib only
 
     try:
         f = speed.read_levels_file(path)
@@ -290,9 +449,11 @@ def _levels_file(path: str) -> tuple[dict[int, float], bool | None]:
 
 def rates_from_metrics(path: str, model: str | None) -> list[float]:
     try:
-        snap = metrics.snapshot(Path(path).read_text(encoding="utf-8"), model)
-    except (OSError, metrics.MetricsError) as e:
-        raise AdviceInputError(f"{path}: {e}") from None
+        snap = metrics.snapshot(cli.read_text("--metrics", path), model)
+    except cli.PathError as e:
+        raise AdviceInputError(str(e)) from None
+    except metrics.MetricsError as e:
+        raise AdviceInputError(f"--metrics {path}: {e}") from None
     if not snap.present or snap.num_drafts <= 0:
         raise AdviceInputError(f"{path}: no speculative drafts for model {model!r}")
     if not snap.accepted_per_pos:
@@ -300,27 +461,49 @@ def rates_from_metrics(path: str, model: str | None) -> list[float]:
             f"{path}: per-position acceptance unavailable (no "
             f"{metrics.ACCEPTED_PER_POS}); the advisor needs it"
         )
-    return [a / snap.num_drafts for a in snap.accepted_per_pos]
+    return _rates(f"--metrics {path}", [a / snap.num_drafts for a in snap.accepted_per_pos])
+
+
+def _rates(where: str, values: object) -> list[float]:
+    """Per-position acceptance rates: a non-empty list of finite numbers (advise() checks
+    that each is a fraction)."""
+    if not isinstance(values, list) or not values:
+        raise AdviceInputError(f"{where}: per-position acceptance unavailable")
+    out = []
+    for i, v in enumerate(values):
+        try:
+            x = cli.finite(f"{where}: position {i}", v)
+        except ValueError as e:
+            raise AdviceInputError(str(e)) from None
+        out.append(x)
+    return out
 
 
 def inputs_from_result(path: str) -> tuple[list[float], dict[int, float], dict[int, float]]:
     try:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise AdviceInputError(f"{path}: unreadable ({e})") from None
-    acc = d.get("acceptance") or {}
+        d = jsontext.parse_object(cli.read_text("--result", path), f"--result {path}")
+    except (cli.PathError, ValueError) as e:
+        raise AdviceInputError(str(e)) from None
+    acc = d.get("acceptance") if isinstance(d.get("acceptance"), dict) else {}
     rates = acc.get("per_position_acceptance")
     if not rates:
         raise AdviceInputError(f"{path}: per-position acceptance unavailable in this result")
     spec: dict[int, float] = {}
     base: dict[int, float] = {}
-    for lv in (d.get("speed") or {}).get("levels") or []:
-        if lv.get("output_tps") and lv.get("baseline_tps"):
-            spec[int(lv["concurrency"])] = float(lv["output_tps"])
-            base[int(lv["concurrency"])] = float(lv["baseline_tps"])
+    sp = d.get("speed") if isinstance(d.get("speed"), dict) else {}
+    for lv in sp.get("levels") or []:
+        if not isinstance(lv, dict) or lv.get("requests") == 0:
+            continue
+        tps, bl, c = lv.get("output_tps"), lv.get("baseline_tps"), lv.get("concurrency")
+        if tps and bl and isinstance(c, int):
+            try:
+                spec[c] = cli.finite(f"{path}: c={c} output_tps", tps, positive=True)
+                base[c] = cli.finite(f"{path}: c={c} baseline_tps", bl, positive=True)
+            except ValueError as e:
+                raise AdviceInputError(str(e)) from None
     if not spec:
         raise AdviceInputError(f"{path}: no level with both a throughput and a baseline")
-    return [float(r) for r in rates], spec, base
+    return _rates(f"--result {path}", rates), spec, base
 
 
 def render(adv: Advice, title: str = "") -> str:
@@ -370,9 +553,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k-max", type=int, default=None)
     p.add_argument(
         "--fixed-share",
-        type=float,
-        default=FIXED_SHARE,
-        help=f"share of the speculative overhead that does not scale with k ({FIXED_SHARE})",
+        type=cli.finite_float,
+        default=None,
+        help=f"the earlier model: this share of the deployed k's overhead does not scale with k "
+        f"(was {FIXED_SHARE}); default: --fixed-steps",
+    )
+    p.add_argument(
+        "--fixed-steps",
+        type=cli.finite_float,
+        default=FIXED_STEPS,
+        help=f"a speculative step's cost beyond its k drafter steps, in drafter steps "
+        f"({FIXED_STEPS})",
+    )
+    p.add_argument(
+        "--load-profile",
+        default=None,
+        help="share of time per level, e.g. 1=0.4,4=0.2,16=0.2,64=0.2 (validation_load_profile;"
+        " default: equal shares over the measured levels): the one k for that mix and what"
+        " dynamic k would gain per level",
     )
     p.add_argument("--title", default="")
     p.add_argument("--json", action="store_true")
@@ -397,9 +595,10 @@ def gather(a: argparse.Namespace) -> tuple[list[float], dict[int, float], dict[i
         rates = rates_from_metrics(a.metrics, a.model)
     else:
         try:
-            rates = [float(x) for x in a.per_position.split(",")]
+            values = [float(x) for x in a.per_position.split(",")]
         except ValueError:
             raise AdviceInputError(f"--per-position {a.per_position!r}: numbers") from None
+        rates = _rates(f"--per-position {a.per_position}", values)
     if a.spec_file:
         spec, speculative = _levels_file(a.spec_file)
         if speculative is False:
@@ -421,38 +620,88 @@ def gather(a: argparse.Namespace) -> tuple[list[float], dict[int, float], dict[i
             raise AdviceInputError("--history needs --node and --model")
         if not Path(a.history).exists():
             raise AdviceInputError(f"--history {a.history}: no such file")
-        base = history.baseline_levels(a.history, a.node, a.model, a.parallel, a.hardware)
+        try:
+            base, sources = history.baseline_levels_with_sources(
+                a.history, a.node, a.model, a.parallel, a.hardware
+            )
+        except history.HistoryError as e:  # a corrupt or non-SQLite file
+            raise AdviceInputError(f"--history {e}") from None
         if not base:
             raise AdviceInputError(f"--history {a.history}: no no-spec baseline for {a.node}")
+        a.notes = history.mixing_notes(sources)
+        for flag, value in (("--parallel", a.parallel), ("--hardware", a.hardware)):
+            if value is None:
+                a.notes.append(f"the history's baseline was not matched by {flag}")
     else:
         raise AdviceInputError("give --baseline-file, --baseline-tps or --history")
     return rates, spec, base
 
 
+def advice_from_args(a: argparse.Namespace) -> Advice:
+    """The Advice for parsed CLI arguments (also the schedule CLI's input)."""
+    rates, spec, base = gather(a)
+    experts, top_k = a.experts, a.top_k
+    if a.target_config:
+        experts, top_k = _experts_from_config(a.target_config)
+    adv = advise(
+        rates,
+        spec,
+        base,
+        n_experts=experts,
+        top_k=top_k,
+        k_max=a.k_max,
+        fixed_share=a.fixed_share,
+        fixed_steps=a.fixed_steps,
+    )
+    adv.notes += getattr(a, "notes", [])
+    return adv
+
+
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        rates, spec, base = gather(a)
-        experts, top_k = a.experts, a.top_k
-        if a.target_config:
-            experts, top_k = _experts_from_config(a.target_config)
-        adv = advise(
-            rates,
-            spec,
-            base,
-            n_experts=experts,
-            top_k=top_k,
-            k_max=a.k_max,
-            fixed_share=a.fixed_share,
-        )
+        adv = advice_from_args(a)
     except AdviceInputError as e:
-        print(f"advisor: {e}", file=sys.stderr)
+        print(f"advisor: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        profile = _level_share_map(a.load_profile) if a.load_profile else None
+        mix = load_mix(adv, profile)
+    except AdviceInputError as e:
+        print(f"advisor: error: {e}", file=sys.stderr)
         return 2
     if a.json:
-        print(json.dumps(adv.to_dict(), indent=1))
+        print(json.dumps({**adv.to_dict(), "load_mix": mix.to_dict()}, indent=1))
     else:
         print(render(adv, a.title))
+        print(render_mix(mix))
     return 0
+
+
+def _level_share_map(text: str) -> dict[int, float] | None:
+    """LEVEL=SHARE pairs, or a JSON object {"LEVEL": SHARE} ({}: None, equal shares)."""
+    try:
+        out: dict[int, float] = {}
+        if text.strip().startswith("{"):
+            obj = json.loads(text)
+            if not isinstance(obj, dict):
+                raise ValueError
+            out = {int(c): float(v) for c, v in obj.items()}
+            if not out:
+                return None
+            if any(c < 1 or not math.isfinite(v) or v < 0 for c, v in out.items()):
+                raise ValueError
+            return out
+        for part in text.split(","):
+            c, _, v = part.partition("=")
+            out[int(c)] = float(v)
+        if not out or any(c < 1 or not math.isfinite(v) or v < 0 for c, v in out.items()):
+            raise ValueError
+        return out
+    except ValueError:
+        raise AdviceInputError(
+            f"--load-profile {text!r}: want LEVEL=SHARE pairs (1=0.5,16=0.5) or a JSON object"
+        ) from None
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,6 +66,8 @@ def knob_levels(knob: object, levels: list[int]) -> dict[int, float] | None:
     if isinstance(knob, bool):
         raise PlanInputError(f"validation_baseline_tps={knob!r}: want 0, a number or a map")
     if isinstance(knob, (int, float)):
+        if not math.isfinite(knob):  # NaN compared as "not > 0", i.e. "not given"
+            raise PlanInputError(f"validation_baseline_tps={knob!r}: not a finite number")
         if knob < 0:
             raise PlanInputError(f"validation_baseline_tps={knob!r}: must not be negative")
         return {c: float(knob) for c in levels} if knob > 0 else None
@@ -77,7 +80,7 @@ def knob_levels(knob: object, levels: list[int]) -> dict[int, float] | None:
                 raise PlanInputError(
                     f"validation_baseline_tps: key {k!r} is not a concurrency level"
                 ) from None
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
                 raise PlanInputError(f"validation_baseline_tps[{k}]={v!r}: want a number > 0")
             out[level] = float(v)
         extra = sorted(set(out) - set(levels))
@@ -142,7 +145,10 @@ def history_levels(
         return {}
     from specdeploy.controller import history
 
-    found = history.baseline_levels(db, node, model, parallel, hardware or None)
+    try:
+        found = history.baseline_levels(db, node, model, parallel, hardware or None)
+    except history.HistoryError as e:  # a corrupt or non-SQLite file: the operator's to fix
+        raise PlanInputError(f"validation_history_db {e}") from None
     return {int(k): float(v) for k, v in found.items()}
 
 
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         levels = parse_levels(args.levels)
         try:
-            knob_value = json.loads(args.knob)
+            knob_value = json.loads(args.knob)  # NaN/Infinity parse; knob_levels refuses them
         except ValueError:
             raise PlanInputError(f"validation_baseline_tps={args.knob!r}: not JSON") from None
         knob = knob_levels(knob_value, levels)

@@ -8,9 +8,18 @@ hidden-state offset differ from what the node will serve.
 Definitions (one home for each):
 
 * **target config hash** (``target_config_sha256``): sha256 of the target's ``config.json``
-  in canonical form: parsed as JSON and re-serialised with sorted keys, ``(",", ":")``
-  separators and ``ensure_ascii=False``, UTF-8. Whitespace and key order do not change it;
-  any value does (a different model, size, layer count or vocabulary).
+  in canonical form: parsed as JSON, the fields that do not change the model
+  (``NON_MODEL_FIELDS``: the transformers version that wrote the file, its source path and
+  commit, ``use_cache``) left out, re-serialised with sorted keys, ``(",", ":")`` separators
+  and ``ensure_ascii=False``, UTF-8. Whitespace, key order and those fields do not change it;
+  any other value does (a different model, size, layer count or vocabulary). A provenance
+  written before those fields were left out (the hash of the whole file) still matches
+  (``target_config_matches``).
+* **prompt format** (``prompt_format``): how the prompts the drafter was trained on reached
+  the target: ``chat-template`` (chat messages, the served chat template applied) or ``raw``
+  (completion text as is); ``mixed`` when both. The largest acceptance loss measured so far
+  was this mismatch (docs/drafter-gpu.md: mean acceptance length 1.50 with the chat template
+  against 2.50 raw); the drafter check warns when the served workload's format differs.
 * **offset convention** (``aux_offset``): which tensor "layer i" names.
   ``input-of-layer`` is what vLLM hands an EAGLE-3 drafter for layer id i: in
   ``DeepseekV2Model.forward`` (native 0.18+, and the toolkit's patch 0002 on 0.15-0.17) the
@@ -34,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node import jsontext
+from specdeploy.node import cli, jsontext
 
 FILE_NAME = "specdeploy-drafter.json"
 SCHEMA = 1
@@ -49,13 +58,36 @@ class ProvenanceError(ValueError):
     """A provenance file that cannot be read or lacks a field (the message names it)."""
 
 
-def canonical_config_bytes(cfg: dict[str, Any]) -> bytes:
-    return json.dumps(cfg, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+# config.json fields that do not change the model (module docstring), at any nesting level.
+NON_MODEL_FIELDS = frozenset({"transformers_version", "_name_or_path", "_commit_hash", "use_cache"})
+CHAT_TEMPLATE = "chat-template"
+RAW = "raw"
+PROMPT_FORMATS = (CHAT_TEMPLATE, RAW, "mixed")
+
+
+def _model_fields(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _model_fields(v) for k, v in value.items() if k not in NON_MODEL_FIELDS}
+    if isinstance(value, list):
+        return [_model_fields(v) for v in value]
+    return value
+
+
+def canonical_config_bytes(cfg: dict[str, Any], *, whole: bool = False) -> bytes:
+    body = cfg if whole else _model_fields(cfg)
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def target_config_sha256(cfg: dict[str, Any]) -> str:
     """sha256 of the target's config.json in canonical form (module docstring)."""
     return hashlib.sha256(canonical_config_bytes(cfg)).hexdigest()
+
+
+def target_config_matches(sha: str, cfg: dict[str, Any]) -> bool:
+    """The provenance's hash names this target: the model fields' hash, or the whole file's
+    (a provenance written before NON_MODEL_FIELDS were left out)."""
+    whole = hashlib.sha256(canonical_config_bytes(cfg, whole=True)).hexdigest()
+    return sha in (target_config_sha256(cfg), whole)
 
 
 @dataclass
@@ -71,6 +103,7 @@ class Provenance:
     target_model: str = ""
     speculators_version: str | None = None
     convention_check: dict[str, Any] = field(default_factory=dict)
+    prompt_format: str = ""  # chat-template | raw | mixed; "" = not recorded (older files)
     created: str = ""
     schema: int = SCHEMA
 
@@ -108,6 +141,11 @@ def parse(text: str, where: str = FILE_NAME) -> Provenance:
         raise ProvenanceError(
             f"{where}: field aux_offset is {data['aux_offset']!r}, not one of {', '.join(OFFSETS)}"
         )
+    fmt = data.get("prompt_format", "")
+    if fmt not in ("", *PROMPT_FORMATS):
+        raise ProvenanceError(
+            f"{where}: field prompt_format is {fmt!r}, not one of {', '.join(PROMPT_FORMATS)}"
+        )
     sha = data["target_config_sha256"]
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise ProvenanceError(f"{where}: field target_config_sha256 is not 64 hex digits")
@@ -120,7 +158,13 @@ def read(drafter_dir: Path) -> Provenance | None:
     path = drafter_dir / FILE_NAME
     if not path.is_file():
         return None
-    return parse(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProvenanceError(f"{path}: {cli.reason(exc)}") from None
+    if not text.strip():
+        raise ProvenanceError(f"{path}: empty file")
+    return parse(text, str(path))
 
 
 def write(drafter_dir: Path, prov: Provenance) -> Path:

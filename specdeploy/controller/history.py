@@ -1,6 +1,7 @@
 """SQLite history of validation results, keyed by node and release (controller side).
 
-Every ``specdeploy.node.check`` result JSON can be recorded (``record``); a result is stored once
+Every ``specdeploy.node.validation.check`` result JSON can be recorded (``record``); a result is
+stored once
 (keyed by its ``run_id``, or the hash of its JSON when it has none). A run is a regression
 when its figures fall more than a relative tolerance below that release's FIRST VALIDATED run
 on the same node (the first run with status ``pass`` that measured acceptance): mean
@@ -36,13 +37,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specdeploy.node import cli
+from specdeploy.node import cli, jsontext
+from specdeploy.node.validation.result import from_throughput
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -113,8 +116,15 @@ class _Connection(sqlite3.Connection):
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
+    """The history at ``path``, created when there is no file there. An existing file that is
+    empty, or not SQLite, is a HistoryError: never silently turned into a new database (an
+    empty file is what a truncated copy or a full disk leaves)."""
     p = Path(path)
     try:
+        if p.is_file() and p.stat().st_size == 0:
+            raise HistoryError(
+                f"{p}: empty file, not a history database (remove it to start a new history)"
+            )
         p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), timeout=30, factory=_Connection)
         conn.path = str(p)  # type: ignore[attr-defined]
@@ -246,7 +256,9 @@ def _levels_tps(result: dict[str, Any]) -> dict[int, float]:
     if isinstance(speed, dict):
         for lv in speed.get("levels") or []:
             c, tps = lv.get("concurrency"), lv.get("output_tps")
-            if isinstance(c, int) and isinstance(tps, (int, float)) and tps > 0:
+            if lv.get("requests") == 0:  # a level that ran no request measured nothing
+                continue
+            if isinstance(c, int) and isinstance(tps, (int, float)) and 0 < tps < math.inf:
                 out[c] = float(tps)
         return out
     acc = result.get("acceptance") or {}
@@ -273,14 +285,27 @@ def baseline_levels(
     """No-speculation output tokens/s by concurrency level for this node, model, parallel
     sizes and hardware (labels ``parallel`` / ``hardware``; None matches any); the newest
     passed no-speculation run that measured a level gives that level. {} when none."""
+    return baseline_levels_with_sources(db, node, model, parallel, hardware)[0]
+
+
+def baseline_levels_with_sources(
+    db: sqlite3.Connection | str | Path,
+    node: str,
+    model: str,
+    parallel: str | None,
+    hardware: str | None,
+) -> tuple[dict[int, float], dict[int, dict[str, str]]]:
+    """baseline_levels and, per level, the run it came from (run_id, started_at, hardware,
+    parallel labels): what a consumer must say when the levels mix runs."""
     conn = db if isinstance(db, sqlite3.Connection) else connect(db)
     try:
         found: dict[int, float] = {}
+        sources: dict[int, dict[str, str]] = {}
         q = (
-            "SELECT result_json FROM runs WHERE node = ? AND model = ? AND status = 'pass' "
-            "ORDER BY started_at DESC, id DESC"
+            "SELECT run_id, started_at, result_json FROM runs WHERE node = ? AND model = ? "
+            "AND status = 'pass' ORDER BY started_at DESC, id DESC"
         )
-        for (blob,) in conn.execute(q, (node, model)):
+        for run_id, started_at, blob in conn.execute(q, (node, model)):
             r = json.loads(blob)
             labels = r.get("labels") or {}
             if not _is_no_spec(r):
@@ -290,11 +315,49 @@ def baseline_levels(
             if hardware is not None and labels.get("hardware") != hardware:
                 continue
             for c, tps in _levels_tps(r).items():
-                found.setdefault(c, tps)
-        return found
+                if c not in found:
+                    found[c] = tps
+                    sources[c] = {
+                        "run_id": str(run_id),
+                        "started_at": str(started_at or ""),
+                        "hardware": str(labels.get("hardware") or ""),
+                        "parallel": str(labels.get("parallel") or ""),
+                    }
+        return found, sources
     finally:
         if conn is not db:
             conn.close()
+
+
+def mixing_notes(sources: dict[int, dict[str, str]], max_days: float = 7.0) -> list[str]:
+    """What a baseline assembled from several runs mixes: other GPUs, other parallel layouts,
+    runs measured more than ``max_days`` apart (one line each, empty when it mixes nothing)."""
+    import datetime as _dt
+
+    notes: list[str] = []
+    runs = {s["run_id"]: s for s in sources.values()}
+    if len(runs) <= 1:
+        return notes
+    for key, what in (("hardware", "GPUs"), ("parallel", "parallel layouts")):
+        vals = sorted({s[key] or "(unlabelled)" for s in runs.values()})
+        if len(vals) > 1:
+            notes.append(f"the no-speculation baseline mixes {what}: {', '.join(vals)}")
+    stamps = []
+    for s in runs.values():
+        try:
+            stamps.append(_dt.datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")))
+        except ValueError:
+            continue
+    if len(stamps) >= 2 and (max(stamps) - min(stamps)).total_seconds() > max_days * 86400:
+        days = (max(stamps) - min(stamps)).total_seconds() / 86400
+        notes.append(
+            f"the no-speculation baseline mixes runs measured {days:.0f} days apart "
+            f"({min(stamps).date()} .. {max(stamps).date()})"
+        )
+    levels = ", ".join(f"c={c}: {s['run_id'][:12]}" for c, s in sorted(sources.items()))
+    if notes:
+        notes.append(f"baseline levels by run: {levels}")
+    return notes
 
 
 def previous_release_run(conn: sqlite3.Connection, result: dict[str, Any]) -> dict[str, Any] | None:
@@ -429,24 +492,51 @@ def record_starts(conn: sqlite3.Connection, entries: list[dict[str, Any]]) -> in
     return len(rows)
 
 
+def levels_text(levels: object) -> str:
+    """Per-level figures as the operator reads them: ``c=1 112.3 tok/s 1.84x, c=8 ...``
+    (rounded; a level without a figure is left out)."""
+    out = []
+    rows = levels.values() if isinstance(levels, dict) else levels
+    for lv in sorted(
+        (x for x in rows or [] if isinstance(x, dict)),
+        key=lambda x: _number(x.get("concurrency")) or 0,
+    ):
+        tps = _number(lv.get("output_tps"))
+        if tps is None or not math.isfinite(tps):
+            continue
+        su = _number(lv.get("speed_up"))
+        shown = f"c={lv.get('concurrency')} {tps:.1f} tok/s"
+        out.append(shown + (f" {su:.2f}x" if su is not None and math.isfinite(su) else ""))
+    return ", ".join(out)
+
+
 def downtime_line(entry: dict[str, Any]) -> str:
-    """What the operator reads last after a deploy or rollback, for one node's start: its
-    downtime window and parts, and the validated throughput and speed-up when measured."""
+    """What the operator reads last after a deploy or rollback, for one start of a node (a
+    deploy with a baseline start has two): its downtime window and parts, then what was
+    measured after it, per level: the validation's throughput and speed-up (``levels``), or a
+    baseline start's throughput without speculation (``baseline``, a throughput/1 document)."""
     v = start_values(entry)
     node, release, action = v["node"], v["release"], v["action"]
     if not v["restarted"]:
         return f"{node}: no restart, no downtime (release {release})"
     if v["window_s"] is None:
-        return f"{node}: restarted ({action} of {release}); the engine log did not say ready"
-    window = entry.get("window") or {}
-    parts = ", ".join(f"{phase} {seconds} s" for phase, seconds in window["parts"].items())
-    figures = ""
-    if v["output_tps"] is not None:
-        figures = f"; validated: {entry['output_tps']} tok/s"
-        if v["speed_up"] is not None:
-            figures += f", speed-up {entry['speed_up']}x"
-    head = f"{node}: downtime window {window['window_s']} s ({action} of {release}; {parts})"
-    return head + figures
+        head = f"{node}: restarted ({action} of {release}); the engine log did not say ready"
+    else:
+        window = entry.get("window") or {}
+        parts = ", ".join(f"{phase} {seconds} s" for phase, seconds in window["parts"].items())
+        head = f"{node}: downtime window {window['window_s']} s ({action} of {release}; {parts})"
+    baseline = entry.get("baseline")
+    if isinstance(baseline, dict) and (text := levels_text(baseline.get("levels"))):
+        return f"{head}; measured without speculation: {text}"
+    if text := levels_text(entry.get("levels")):
+        return f"{head}; validated: {text}"
+    if v["output_tps"] is not None:  # a validation without levels: its acceptance repeats
+        return (
+            head
+            + f"; validated: {v['output_tps']:.1f} tok/s"
+            + (f", speed-up {v['speed_up']:.2f}x" if v["speed_up"] is not None else "")
+        )
+    return head
 
 
 def starts(
@@ -496,6 +586,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     dt.add_argument("--json", required=True, help="a JSON list of starts (node, release, ...)")
     dt.add_argument("--db", help="record the starts that restarted a server here")
+    rec = sub.add_parser("record", help="record one validation result (JSON on stdin)")
+    rec.add_argument("--db", required=True)
+    br = sub.add_parser(
+        "baseline-record", help="keep a baseline start's measurement (throughput/1) as a run"
+    )
+    br.add_argument("--db", required=True)
+    br.add_argument("--json", required=True, help="the throughput/1 document")
     st = sub.add_parser("starts", help="recorded starts and their downtime, one JSON a line")
     st.add_argument("--db", required=True)
     st.add_argument("--node")
@@ -503,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cmd == "downtime":
         return _downtime(args.json, args.db)
+    if args.cmd == "record":
+        return _record(args.db, sys.stdin.read())
+    if args.cmd == "baseline-record":
+        return _baseline_record(args.json, args.db)
     if not Path(args.db).exists():
         if args.cmd in ("baseline", "baseline-levels"):
             print(json.dumps({"found": False, "reason": f"no history at {args.db}"}))
@@ -557,6 +658,25 @@ def main(argv: list[str] | None = None) -> int:
         conn.close()
 
 
+def _record(db: str, text: str) -> int:
+    """Record one result (the deploy's validation); prints {"recorded": 0|1}."""
+    try:
+        result = json.loads(text)
+        if not isinstance(result, dict) or not result.get("run_id"):
+            raise ValueError("not a result object with a run_id")
+    except ValueError as exc:
+        return cli.usage_error("spec-history", f"record: the result on stdin: {exc}")
+    try:
+        conn = connect(db)
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    try:
+        print(json.dumps({"recorded": 0 if record(conn, result) is None else 1}))
+    finally:
+        conn.close()
+    return 0
+
+
 def _downtime(text: str, db: str | None) -> int:
     """downtime: {"lines": [...], "recorded": N}; every entry is checked first (exit 2 on bad
     input, nothing recorded)."""
@@ -579,6 +699,28 @@ def _downtime(text: str, db: str | None) -> int:
         except HistoryError as exc:
             return cli.usage_error("spec-history", f"--db {exc}")
     print(json.dumps({"lines": lines, "recorded": recorded, "db": db}))
+    return 0
+
+
+def _baseline_record(text: str, db: str) -> int:
+    """baseline-record: a baseline start's throughput/1 document kept as the node's
+    no-speculation run (result.from_throughput), so the next release plans 'history' instead
+    of another baseline start and `make advise` finds a baseline. Recorded once (its run id
+    comes from the document). {"recorded": bool, "levels": {c: tok/s}}; exit 2 on bad input."""
+    try:
+        result = from_throughput(jsontext.parse_object(text, "--json"), "--json")
+    except ValueError as exc:
+        return cli.usage_error("spec-history", exc)
+    try:
+        conn = connect(db)
+        try:
+            new = record(conn, result) is not None
+        finally:
+            conn.close()
+    except HistoryError as exc:
+        return cli.usage_error("spec-history", f"--db {exc}")
+    levels = {str(lv["concurrency"]): lv["output_tps"] for lv in result["speed"]["levels"]}
+    print(json.dumps({"recorded": new, "levels": levels, "db": db}))
     return 0
 
 

@@ -3,7 +3,7 @@
 The targets come from the inventory (the `monitoring` role passes each node's address, port,
 whether it speculates); the acceptance floors come from the SAME gates mapping the deploy
 renders into each release's gates.json (``specdeploy_gates``), read by the same parser
-(``specdeploy.node.gate.thresholds_from_mapping``): one source of truth for "acceptable".
+(``specdeploy.node.validation.gate.thresholds_from_mapping``): one source of truth for "acceptable".
 
 Usage (the role runs it; read-only, prints the files' contents)::
 
@@ -29,7 +29,8 @@ from typing import Any
 
 import yaml
 
-from specdeploy.node import cli, gate, jsontext
+from specdeploy.node import cli, jsontext
+from specdeploy.node.validation import gate
 
 VLLM_JOB = "specdeploy-vllm"  # vLLM's own /metrics on each serving node
 NODE_JOB = "specdeploy-node"  # node_exporter on each serving node (systemd collector)
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text("utf-8")
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         return cli.usage_error("spec-monitoring", f"SPEC {args.spec}: {cli.reason(e)}")
     try:
         files = render(jsontext.parse_object(text, f"SPEC {args.spec}"))

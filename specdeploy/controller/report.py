@@ -1,4 +1,4 @@
-"""Controller-side reports from ``specdeploy.node.check`` result JSONs.
+"""Controller-side reports from ``specdeploy.node.validation.check`` result JSONs.
 
 Usage::
 
@@ -35,7 +35,8 @@ from typing import Any
 from specdeploy.controller import history, plots
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
-from specdeploy.node.textfile import (
+from specdeploy.node.validation.result import SCHEMA_PREFIX, read_result
+from specdeploy.node.validation.textfile import (
     _acc,
     _med,
     _num,
@@ -43,7 +44,6 @@ from specdeploy.node.textfile import (
     prom_textfile,
 )
 
-SCHEMA_PREFIX = "specdeploy.validation/"
 STARTS_SHOWN = 50  # the report's restarts table: the newest ones
 
 
@@ -56,14 +56,14 @@ def load_results(paths: list[str]) -> list[dict[str, Any]]:
         files += [(f, False) for f in sorted(pp.glob("*.json"))] if pp.is_dir() else [(pp, True)]
     out = []
     for f, named in files:
-        try:
-            d = json.loads(f.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ValueError(f"{f}: not JSON ({exc})") from exc
-        if not isinstance(d, dict) or not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
-            if not named:
+        if not named:  # a directory: other JSON files in it are skipped
+            try:
+                d = json.loads(f.read_text(encoding="utf-8"))
+            except ValueError:
+                d = None
+            if not isinstance(d, dict) or not str(d.get("schema", "")).startswith(SCHEMA_PREFIX):
                 continue
-            raise ValueError(f"{f}: not a specdeploy validation result (schema field)")
+        d = read_result(f)
         d.setdefault("_source", str(f))
         out.append(d)
     return out
@@ -422,14 +422,44 @@ def speed_section(r: dict[str, Any]) -> dict[str, Any] | None:
         for lv, s in zip(levels, su, strict=True)
     ]
     sp = r.get("speed") or {}
+    sched = k_schedule_of(r)
+    if sched:
+        from specdeploy.controller import schedule
+
+        for row in rows:
+            row["k"] = str(schedule.k_at(sched, int(row["c"])))
     return {
         "node": r.get("node"),
         "release": r.get("release"),
         "svg": svg,
         "rows": rows,
+        "k_schedule": _describe_schedule(sched),
         "baseline_source": sp.get("baseline_source") or "-",
         "message": sp.get("message") or "",
     }
+
+
+def k_schedule_of(r: dict[str, Any]) -> list[tuple[int, int, int]] | None:
+    """The k schedule a run was measured with (its label ``k_schedule``), or None (one k)."""
+    from specdeploy.controller import schedule
+
+    raw: object = (r.get("labels") or {}).get("k_schedule")
+    for _ in range(2):  # the label is JSON text (Ansible may have encoded it twice)
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return None
+    try:
+        return schedule.validate(raw) if raw else None
+    except schedule.ScheduleError:
+        return None
+
+
+def _describe_schedule(sched: list[tuple[int, int, int]] | None) -> str:
+    from specdeploy.controller import schedule
+
+    return schedule.describe(sched) if sched else ""
 
 
 def fleet_headline(views: list[RunView]) -> dict[str, Any]:
@@ -494,11 +524,14 @@ code{font-size:12px}
 <p>Serving-before (the release that served before the switch, measured just before it) next to
 the new release and the no-speculation baseline; above each level: the speed-up over the
 baseline.</p>
-{% for s in speed %}<h3>{{ s.node }} / {{ s.release }} (baseline: {{ s.baseline_source }})</h3>
+{% for s in speed %}<h3>{{ s.node }} / {{ s.release }} (baseline: {{ s.baseline_source }}
+{%- if s.k_schedule %}; k schedule: {{ s.k_schedule }}{% endif %})</h3>
 <div class="plots">{{ s.svg|safe }}
-<table><tr><th>concurrency</th><th>serving before tok/s</th><th>new tok/s</th><th>change</th>
+<table><tr><th>concurrency</th>{% if s.k_schedule %}<th>k</th>{% endif %}
+<th>serving before tok/s</th><th>new tok/s</th><th>change</th>
 <th>baseline tok/s</th><th>speed-up</th><th>gate</th><th>status</th></tr>
-{% for l in s.rows %}<tr class="{{ l.status }}"><td>{{ l.c }}</td><td>{{ l.before }}</td>
+{% for l in s.rows %}<tr class="{{ l.status }}"><td>{{ l.c }}</td>
+{%- if s.k_schedule %}<td>{{ l.k }}</td>{% endif %}<td>{{ l.before }}</td>
 <td>{{ l.new }}</td><td>{{ l.change }}</td><td>{{ l.baseline }}</td><td>{{ l.speed_up }}</td>
 <td>{{ l.gate }}</td><td>{{ l.status|upper }}</td></tr>{% endfor %}</table></div>
 {% if s.message %}<p>{{ s.message }}</p>{% endif %}
@@ -721,16 +754,48 @@ def main(argv: list[str] | None = None) -> int:
             conn.close()
         except history.HistoryError as e:
             return cli.usage_error("spec-report", f"--history {e}")
+    try:
+        write_outputs(args, results, regress, hist_rows, start_rows)
+    except cli.PathError as e:  # e.g. a directory that cannot hold a file (/proc, read-only)
+        return cli.usage_error("spec-report", e)
+    if not args.quiet:
+        print(render_table(results, regress))
+    code = max(int(r.get("exit_code", 2)) for r in results)
+    if any(v for v in (regress or {}).values()):
+        code = max(code, 1)
+    return code
+
+
+def write_outputs(
+    args: argparse.Namespace,
+    results: list[dict[str, Any]],
+    regress: dict[int, list[history.Regression]] | None,
+    hist_rows: list[dict[str, Any]] | None,
+    start_rows: list[dict[str, Any]] | None,
+) -> None:
+    """Every output file the flags name; a PathError names the flag of one that cannot be
+    written."""
     if args.junit:
-        atomic_write(args.junit, junit_xml(results, regress))
+        with cli.naming("--junit", args.junit):
+            atomic_write(args.junit, junit_xml(results, regress))
     for prom in filter(None, args.prom):
-        atomic_write(prom, prom_textfile(results, regress))
+        with cli.naming("--prom", prom):
+            atomic_write(prom, prom_textfile(results, regress))
     if args.html:
         page = render_html(results, hist_rows, regress, args.regression_tolerance, start_rows)
-        atomic_write(args.html, page)
+        with cli.naming("--html", args.html):
+            atomic_write(args.html, page)
     if args.json:
+        with cli.naming("--json", args.json):
+            _write_json(args.json, results, regress)
+
+
+def _write_json(
+    path: str, results: list[dict[str, Any]], regress: dict[int, list[history.Regression]] | None
+) -> None:
+    if path:
         atomic_write(
-            args.json,
+            path,
             json.dumps(
                 {
                     "results": [{k: v for k, v in r.items() if k != "_source"} for r in results],
@@ -746,12 +811,6 @@ def main(argv: list[str] | None = None) -> int:
             )
             + "\n",
         )
-    if not args.quiet:
-        print(render_table(results, regress))
-    code = max(int(r.get("exit_code", 2)) for r in results)
-    if any(v for v in (regress or {}).values()):
-        code = max(code, 1)
-    return code
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ from specdeploy.controller import wheels
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
-# A second supported version, for the tests that roll between releases of different vLLM.
-EXTRA_SANDBOX_VLLM = ("0.17.1",)
+# A second supported version, for the tests that roll between releases of different vLLM, and
+# the first with a k schedule by batch size the GPU tier runs (tests/integration/test_k_schedule).
+EXTRA_SANDBOX_VLLM = ("0.17.1", "0.26.0")
 
 
 def platform_args(python_version: str, machine: str, glibc: str) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -32,6 +33,14 @@ class PathError(Exception):
 
 def reason(exc: BaseException) -> str:
     """The short why of an OS or parse error, without the errno prefix and the path again."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    if type(exc).__module__.startswith("yaml"):  # a YAML syntax or constructor error
+        problem = getattr(exc, "problem", None)
+        mark = getattr(exc, "problem_mark", None)
+        if problem:
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            return f"not valid YAML: {problem}{where}"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower() if exc.strerror[0].isupper() else exc.strerror
     text = str(exc).strip().splitlines()
@@ -46,6 +55,43 @@ def parser(
     p = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n")[0] or None)
     p.add_argument("--json", action="store_true", help=json_help)
     return p
+
+
+def finite(where: str, value: object, *, positive: bool = False) -> float:
+    """``value`` as a finite float (an int or float, never a bool, NaN or infinity); else
+    ValueError ``"WHERE: VALUE is not a finite number"`` (``positive``: also > 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where}: {value!r} is not a number")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{where}: {value!r} is not a finite number")
+    if positive and x <= 0:
+        raise ValueError(f"{where}: {value!r} is not > 0")
+    return x
+
+
+def finite_float(text: str) -> float:
+    """An argparse ``type``: a finite number ("nan", "inf" and "1e999" are refused)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return x
+
+
+def read_text(flag: str, path: object, *, empty_ok: bool = False) -> str:
+    """The UTF-8 text of the file a flag names; PathError naming both when it is missing,
+    unreadable, not UTF-8 or (unless ``empty_ok``) empty."""
+    try:
+        with open(os.fspath(path), encoding="utf-8") as handle:  # type: ignore[arg-type]
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PathError(flag, path, reason(exc)) from exc
+    if not empty_ok and not text.strip():
+        raise PathError(flag, path, "empty file")
+    return text
 
 
 def usage_error(prog: str, message: object) -> int:
@@ -91,7 +137,11 @@ def naming(flag: str, path: object) -> Iterator[None]:
         yield
     except PathError:
         raise
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON/YAML, bad content
+    except Exception as exc:  # OSError; ValueError: bad JSON, bad content; YAML errors
+        if not isinstance(exc, OSError | ValueError) and not type(exc).__module__.startswith(
+            "yaml"
+        ):
+            raise
         if path is None or path == "":
             raise
         raise PathError(flag, path, reason(exc)) from exc

@@ -24,11 +24,29 @@ def read_objects(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` without Python's extensions: ``NaN``, ``Infinity`` and ``-Infinity`` are
+    refused (ValueError), as is a number too large for a float (``1e999`` would be infinity)."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+
+
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if x in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large for a number")
+    return x
+
+
 def parse_object(text: str, where: str) -> dict[str, Any]:
     """``text`` as a JSON object; ValueError ``"WHERE: not JSON (...)"`` or
-    ``"WHERE: not a JSON object"`` (``where``: the file and line, or the flag, it came from)."""
+    ``"WHERE: not a JSON object"`` (``where``: the file and line, or the flag, it came from).
+    NaN and infinities are not JSON here (see :func:`loads`)."""
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError as e:
         raise ValueError(f"{where}: not JSON ({e})") from None
     if not isinstance(value, dict):

@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE))
 import driver  # noqa: E402
 import yaml  # noqa: E402
 
-from specdeploy.node import engine_log  # noqa: E402
+from specdeploy.node.service import engine_log  # noqa: E402
 
 W = Path("/tmp/gpu-tier/proof")
 UNITS = Path(os.environ.get("PROOF_UNITS", str(CODE / "units")))

@@ -9,16 +9,18 @@ For each ``--run TAG=UNIT[,clear]`` in order:
    environment exactly, substitute only the program (see unitexec.substitute_program);
    ``clear`` empties the unit's compile-cache directory first (a cold start);
 2. start it (own process group, like systemd's control group), time it to ``/health`` 200;
-3. ``python -m specdeploy.node.check smoke`` (the toolkit's readiness check, with --wait-ready);
+3. ``python -m specdeploy.node.validation.check smoke`` (the toolkit's readiness check, with
+--wait-ready);
 4. save the real ``/v1/models``, ``/version``, a completion response, ``nvidia-smi`` while it
    runs; greedy outputs (token ids) of a fixed prompt set;
-5. ``python -m specdeploy.node.check acceptance`` (concurrency 1, no warm-up, so its counter window
+5. ``python -m specdeploy.node.validation.check acceptance`` (concurrency 1, no warm-up, so its
+counter window
    is exactly the window of vLLM's ``SpecDecoding metrics:`` log lines it is compared with),
    then a concurrency-8 throughput run; save ``/metrics``;
 6. stop it (SIGTERM to the group, SIGKILL after the unit's stop timeout, capped), wait until
    the GPU holds no process;
 7. read the chosen attention backends, aux layers and start-up phases from the engine log
-   (specdeploy.node.engine_log) and check them against ``UNITS/UNIT/expect.json``.
+   (specdeploy.node.service.engine_log) and check them against ``UNITS/UNIT/expect.json``.
 
 Finally greedy outputs are compared token by token between runs on the same target backend.
 Writes ``OUT/results.json`` and ``OUT/gpu-tier.tgz`` (every run's files) and prints a table.
@@ -58,7 +60,7 @@ from unitexec import (  # noqa: E402
     substitute_program,
 )
 
-from specdeploy.node import engine_log  # noqa: E402
+from specdeploy.node.service import engine_log  # noqa: E402
 
 # Environment the driver adds when the unit does not set it (recorded in results): no
 # telemetry, no hub access (nothing is reachable anyway), NVLink multicast off (device README).
@@ -264,7 +266,8 @@ def load_prompts() -> list[str]:
 def acceptance_argv(
     base: str, name: str, max_requests: int, time_budget_s: int, *extra: str, warmup: int = 0
 ) -> list[str]:
-    """`specdeploy.node.check acceptance` as every GPU-tier run calls it: 128 tokens a request,
+    """`specdeploy.node.validation.check acceptance` as every GPU-tier run calls it: 128 tokens a
+    request,
     no warm-up unless asked; extra flags after."""
     return [
         "acceptance",
@@ -285,7 +288,8 @@ def acceptance_argv(
 
 
 def check_cli(args: list[str], out_json: Path, timeout: float, env: dict) -> dict:
-    cmd = [sys.executable, "-m", "specdeploy.node.check", *args, "--json", "--out", str(out_json)]
+    check = "specdeploy.node.validation.check"
+    cmd = [sys.executable, "-m", check, *args, "--json", "--out", str(out_json)]
     t = time.monotonic()
     try:
         p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)

@@ -220,7 +220,7 @@ def load_table(d: dict, out: list[str]) -> str:
         st = row.get("startup") or {}
         mode = pc.get("mode", "dropped" if "drop" in row["tag"] else "?")
         if pc.get("prefetch"):  # recorded before the mode key was kept: the read-ahead ran
-            mode = "read ahead (specdeploy.node.prefetch)"
+            mode = "read ahead (specdeploy.node.service.prefetch)"
         out.append(
             f"| {row['tag']}{' (incomplete)' if row['incomplete'] else ''} | {mode} | "
             f"{fmt(pc.get('resident_s'), 1)} | {fmt(row['server_start_s'], 1)} | "

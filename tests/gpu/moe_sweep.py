@@ -6,15 +6,18 @@ background across several device calls (tests/gpu/moe_call.sh). For each ``--run
 
 ``UNIT:sweep``   start the unit (as driver.py does: its ExecStart and environment, only the
                  program substituted), time it to /health, the toolkit's smoke check, then
-                 ``specdeploy.node.loadgen`` at every level (streamed requests, chat endpoint
+                 ``specdeploy.node.validation.loadgen`` at every level (streamed requests, chat
+                 endpoint
                  unless the server refuses it) with the spec-decode counters of ``/metrics``
-                 read before and after each level (``specdeploy.node.metrics``: per-level mean
+                 read before and after each level (``specdeploy.node.validation.metrics``:
+                 per-level mean
                  acceptance length and per-position acceptance); for a speculative unit also
                  the toolkit's ``check acceptance`` (c=1); save ``/metrics``; stop.
 ``UNIT:load:drop`` drop the page cache (``echo 3 > /proc/sys/vm/drop_caches``), start, time it
                  to /health, stop: start-to-ready and the engine log's load phases, cold.
 ``UNIT:load:warm`` drop the page cache, read the checkpoint ahead as a deploy does before the
-                 stop (``specdeploy.node.prefetch``: posix_fadvise(WILLNEED), then read through
+                 stop (``specdeploy.node.service.prefetch``: posix_fadvise(WILLNEED), then read
+                 through
                  on 8 threads until every byte is resident; timed), then start.
 A run named twice gets a repeat suffix (``nospec-load-drop-2``).
 
@@ -44,7 +47,8 @@ sys.path.insert(0, str(HERE))
 
 import driver  # noqa: E402  (tests/gpu/driver.py: unit parsing, start/stop, toolkit checks)
 
-from specdeploy.node import engine_log, loadgen, metrics, prefetch  # noqa: E402
+from specdeploy.node.service import engine_log, prefetch  # noqa: E402
+from specdeploy.node.validation import loadgen, metrics  # noqa: E402
 
 REPO = driver.REPO
 T0 = time.monotonic()
@@ -256,7 +260,7 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
         r["page_cache"] = {
             **prefetch.report(ahead),
             "prefetch_mode": ahead.mode,
-            "mode": "read-ahead (specdeploy.node.prefetch)",
+            "mode": "read-ahead (specdeploy.node.service.prefetch)",
             "drop": drop,
             "resident_s": ahead.seconds,
             "cached_gib_after": meminfo_cached_gib(),

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import calendar
 import json
+import os
 import re
 import shlex
+import signal
+import subprocess
 import time
 
 import pytest
 from test_deploy_support import (
     FIXTURES,
+    REPO,
     ROOT,
     UNIT,
     assert_unchanged,
@@ -49,6 +53,23 @@ def first(play, node):
     assert run.returncode == 0, run.tail()
     print(f"first deploy: {run.seconds:.0f} s, recap {run.recap(play.host)}")
     return run
+
+
+def test_check_diff_runs_through_on_a_fresh_node(play, node):
+    """Issue 28: `make deploy EXTRA='--check --diff'` on a fresh node, where the quick-start
+    says to run it, failed with getpwnam(): name not found: 'vllm' (the service user is made
+    by an earlier task of the same run, which check mode only reports). It runs through,
+    shows what it would create, and creates nothing."""
+    stage_models(play)
+    assert node.run("getent passwd vllm").returncode != 0, "not a fresh node"
+    listing = node.listing()
+    run = play("deploy.yml", "--check", "--diff", extra=INPUTS)
+    assert run.returncode == 0, run.failure_message() + run.tail()
+    assert "getpwnam" not in run.stdout
+    assert run.recap(play.host)["failed"] == 0 and run.recap(play.host)["changed"] > 0
+    assert "/var/cache/specdeploy" in run.stdout  # the layout it would create, in the diff
+    assert node.run("getent passwd vllm").returncode != 0
+    assert_unchanged(listing, node.listing())
 
 
 def test_unit_is_active_and_current_points_at_the_release(first, node):
@@ -89,7 +110,7 @@ def test_patch_status_on_the_installed_vllm_says_applied(first, node):
     release_dir = f"{ROOT}/releases/{node.current_release()}"
     out = node.sh(
         f"sudo -n env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH={release_dir}/toolkit "
-        f"{release_dir}/venv/bin/python -m specdeploy.node.patches status --json"
+        f"{release_dir}/venv/bin/python -m specdeploy.node.patching.patches status --json"
     )
     status = json.loads(out)
     assert status["state"] == "applied", status
@@ -228,10 +249,12 @@ def test_plan_says_what_a_deploy_would_do_and_changes_nothing(first, play, node)
     shown = plan_shown(run, play.host)
     print("plan of the serving release:", *shown, sep="\n  ")
     assert shown[0].startswith(f"release {release}: vLLM 0.16.0 (patch series ")
-    assert "serves it already, validated, same gates: only checked" in shown[1]
-    assert shown[2].startswith("server restarts: no; expected downtime: none")
-    assert shown[3].startswith("baseline for the speed-up gate: ")
-    assert shown[4].startswith("gates: {")
+    # No specdeploy_speculative_schedule in the inputs: one k for every load.
+    assert shown[1].startswith("k schedule by running requests: off")
+    assert "serves it already, validated, same gates: only checked" in shown[2]
+    assert shown[3].startswith("server restarts: no; expected downtime: none")
+    assert shown[4].startswith("baseline for the speed-up gate: ")
+    assert shown[5].startswith("gates: {")
 
     # A changed input: a new release, a restart, and the downtime this node's last start took.
     changed = dict(SPECULATIVE, num_speculative_tokens=4)
@@ -241,9 +264,9 @@ def test_plan_says_what_a_deploy_would_do_and_changes_nothing(first, play, node)
     print("plan of a changed input:", *shown, sep="\n  ")
     planned = shown[0].split(":", 1)[0].removeprefix("release ")
     assert planned != release and planned.startswith("0.16.0-")
-    assert f"would be built (serving now: {release})" in shown[1]
+    assert f"would be built (serving now: {release})" in shown[2]
     recorded = node.manifest(release)["starts"][-1]["stop_to_ready_s"]
-    assert shown[2] == (
+    assert shown[3] == (
         f"server restarts: yes; expected downtime: about {round(recorded)} s "
         "(the last start of the serving release on this node)"
     )
@@ -494,3 +517,51 @@ def test_a_rollback_ends_with_its_downtime_and_status_shows_it_from_the_history(
     assert status.returncode == 0, status.tail()
     row = next(line for line in status.stdout.splitlines() if f'"{play.host} ' in line)
     assert back_to in row and f"{window['window_s']} s (rollback)" in row, row
+
+
+def test_ctrl_c_mid_deploy_ends_in_a_named_safe_state_shown_by_status(first, play, node, tmp_path):
+    """Issue 28: Ctrl-C in the middle of a deploy left the node on the new, unvalidated release
+    (with speculation off, when it was in its baseline start) and the dead run holding the
+    deploy lock; the output said only "User interrupted execution" and `make status` flagged
+    neither. Now `make deploy` ends it: the node is back on the release that served before,
+    the lock is free, and `make status` names the state."""
+    before = node.current_release()
+    changed = {**SPECULATIVE, "num_speculative_tokens": 2}
+    reports = {"validation_report_root": str(tmp_path)}
+    extra = json.dumps({"specdeploy_speculative_config": changed, **reports})
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
+           "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}  # fmt: skip
+    make = subprocess.Popen(
+        ["make", "-s", "deploy", f"INVENTORY={play.inventory}", f"EXTRA=-e '{extra}'"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,  # Ctrl-C reaches the terminal's whole process group
+    )  # fmt: skip
+    seen: list[str] = []
+    after_switch = (
+        "TASK [Measure the new release without speculation",
+        "TASK [Validate the release",
+    )
+    for line in make.stdout:  # type: ignore[union-attr]
+        seen.append(line)
+        if line.startswith(after_switch):
+            time.sleep(2)
+            os.killpg(make.pid, signal.SIGINT)
+            break
+    else:
+        pytest.fail("the deploy ended before its validation:\n" + "".join(seen[-40:]))
+    interrupted_at = node.current_release()
+    rest = make.communicate(timeout=900)[0]
+    out = "".join(seen) + rest
+    assert interrupted_at != before  # the switch had happened: an unvalidated release served
+    assert "User interrupted execution" in out
+    assert "the run was interrupted; ending what it left on each node" in out
+    cleanup = out[out.index("the run was interrupted") :]
+    said = f"rolled-back: {play.host}: the interrupted deploy left release {interrupted_at}"
+    assert said in cleanup, cleanup[-6000:]
+    assert node.current_release() == before
+    assert node.service("ActiveState")["ActiveState"] == "active"
+    assert node.sh("sudo -n ls -A /run/lock/specdeploy/opt_specdeploy/ 2>/dev/null || true") == ""
+    status = play("playbooks/status.yml", extra=reports)
+    assert status.returncode == 0, status.tail()
+    row = next(line for line in status.stdout.splitlines() if f'"{play.host} ' in line)
+    assert "ROLLED-BACK at " in row and f"rolled back to {before}" in row, row

@@ -152,7 +152,7 @@ def test_the_checks_authenticate_with_the_key_file(deployed, node):
     release_dir = f"{ROOT}/releases/{node.current_release()}"
     check = (
         f"sudo -n env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH={release_dir}/toolkit "
-        f"{release_dir}/venv/bin/python -m specdeploy.node.check smoke "
+        f"{release_dir}/venv/bin/python -m specdeploy.node.validation.check smoke "
         f"--base-url http://{node.node.address}:8000 "
         f"--served-model-name '{SERVED}' --request-timeout 10 --json"
     )

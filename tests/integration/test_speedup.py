@@ -9,7 +9,8 @@ on the same node and the state one leaves is the next one's start):
    fails; by rollback_failed_gate_policy=disable_speculation the node ends up serving the same
    inputs without speculation;
 2. gates that cannot hold (more per-position floors than num_speculative_tokens) are refused
-   in the preflight, one line naming the key, the node unchanged;
+   in the preflight, one line naming the key, the node unchanged; so is a k schedule on the
+   sandbox's vLLM 0.16.0, which has no dynamic k (issue 26);
 3. the 0.66x config with the gate waived serves, shown as WAIVED, never PASS (the serving
    release runs without speculation: it is the baseline, measured before the switch);
 4. a new release slower than the one it replaced fails the canary comparison, rolls back;
@@ -118,6 +119,13 @@ def test_first_deploy_of_a_066x_config_without_baseline_fails_and_serves_without
     # The baseline start is in the failed release's own start record.
     actions = [s.get("action") for s in chain.node.manifest(failed).get("starts", [])]
     assert "baseline-start" in actions, actions
+    # ... and in the controller's history, right after it was measured (issue 28: every release
+    # took another baseline start, `make advise` found none), though this deploy then failed.
+    from specdeploy.controller import history
+
+    db = chain.root / "history.sqlite"
+    found = history.baseline_levels(db, chain.host, "tiny-dsv3", None, None)
+    assert sorted(found) == [1, 4], found
     # What serves now: the same inputs with speculation off, a release of its own.
     serving = chain.node.manifest()
     assert serving["speculation_disabled"]["derived_from"] == failed
@@ -137,6 +145,21 @@ def test_more_floors_than_drafted_positions_are_refused_before_any_change(chain)
     message = run.failure_message()
     assert message.startswith("specdeploy_gates on ") and "per_position_floors" in message
     assert "num_speculative_tokens is 3" in message and "\n" not in message.strip()
+    assert "TASK [vllm_release" not in run.stdout
+    assert_unchanged(before, chain.node.listing())
+
+
+def test_a_k_schedule_on_a_version_without_dynamic_k_is_refused_before_any_change(chain):
+    """Issue 26: the sandbox's vLLM 0.16.0 has no num_speculative_tokens_per_batch_size; an
+    explicit schedule is one line naming the first version that has it (from the manifest),
+    before anything changes."""
+    before = chain.node.listing()
+    run = chain.deploy({"specdeploy_speculative_schedule": [[1, 4, 0], [5, 256, 3]]})
+    assert run.returncode != 0
+    message = run.failure_message()
+    assert message.startswith("specdeploy_speculative_schedule needs vLLM's"), message
+    assert "vLLM 0.16.0 does not have" in message and "first version with it is 0.24.0" in message
+    assert "\n" not in message.strip()
     assert "TASK [vllm_release" not in run.stdout
     assert_unchanged(before, chain.node.listing())
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: s
 from patchtest_util import MANIFEST
 
 from specdeploy.controller import wheels
-from specdeploy.node.patches import Manifest
+from specdeploy.node.patching.patches import Manifest
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ NATIVE_VERSIONS = ["0.18.1", "0.20.2"]  # plus the newest on PyPI (fixture newes
 
 
 def run_cli(
-    *args: str, module: str = "specdeploy.node.patches"
+    *args: str, module: str = "specdeploy.node.patching.patches"
 ) -> subprocess.CompletedProcess[str]:
     """Run a specdeploy CLI the way the node does: python -m specdeploy.<module>."""
     return subprocess.run(

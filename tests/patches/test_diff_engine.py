@@ -1,4 +1,5 @@
-"""The pure-Python unified-diff engine of specdeploy.node.patches, against GNU diff's output."""
+"""The pure-Python unified-diff engine of specdeploy.node.patching.patches, against GNU diff's
+output."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy.node.patches import PatchError, apply_hunks, parse_unified_diff
+from specdeploy.node.patching.patches import PatchError, apply_hunks, parse_unified_diff
 
 CASES = {
     "edit-middle": ("a\nb\nc\nd\ne\nf\ng\nh\n", "a\nb\nc\nD\nD2\ne\nf\ng\nh\n"),

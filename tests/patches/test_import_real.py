@@ -6,7 +6,8 @@ Per torch pin a venv is built once and cached (``<cache>/venvs/torch-<pin>``):
 swapped in with ``pip install --no-deps <cached wheel>``.
 
 The cached venv itself is never patched: the test builds an overlay directory whose ``vllm/``
-tree is symlinks to the installed files, lets ``specdeploy.node.patches apply`` replace the target
+tree is symlinks to the installed files, lets ``specdeploy.node.patching.patches apply`` replace
+the target
 files there (it writes real files over the links), and runs ``realimport_probe.py`` with the
 venv's python and ``PYTHONPATH=<overlay>`` so ``import vllm`` resolves to the patched tree.
 
@@ -38,8 +39,8 @@ from pathlib import Path
 import pytest
 from patchtest_util import MANIFEST, REPO
 
-from specdeploy.controller import wheels
-from specdeploy.node.patches import Manifest
+from specdeploy.controller import toolkit_archive, wheels
+from specdeploy.node.patching.patches import Manifest
 
 pytestmark = [pytest.mark.patches, pytest.mark.slow]
 
@@ -225,7 +226,7 @@ def test_patched_vllm_imports_and_passes_its_own_checks(
         [
             sys.executable,
             "-m",
-            "specdeploy.node.patches",
+            "specdeploy.node.patching.patches",
             "apply",
             "--json",
             "--site-packages",
@@ -245,20 +246,17 @@ def test_patched_vllm_imports_and_passes_its_own_checks(
 
     # The node's view: the release venv's own python runs the toolkit copied into the release
     # (<release>/toolkit/{specdeploy,patches/vllm}) and reports applied + verified.
+    # (the files the release archive packs, in its layout: plugins/module_utils lands under
+    # specdeploy/node/module_utils there)
     toolkit = tmp_path / "toolkit"
-    shutil.copytree(
-        REPO / "specdeploy", toolkit / "specdeploy", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    shutil.copytree(
-        REPO / "patches" / "vllm",
-        toolkit / "patches" / "vllm",
-        ignore=shutil.ignore_patterns("*.py"),
-    )
+    for name, source in toolkit_archive.toolkit_members("release"):
+        (toolkit / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, toolkit / name)
     node = subprocess.run(
         [
             str(venv / "bin" / "python"),
             "-m",
-            "specdeploy.node.patches",
+            "specdeploy.node.patching.patches",
             "status",
             "--json",
             "--site-packages",

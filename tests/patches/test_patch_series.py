@@ -20,8 +20,8 @@ from patchtest_util import (
 )
 
 from specdeploy.controller import wheel_facts, wheels
-from specdeploy.node import patch_verify
-from specdeploy.node.patches import Manifest, parse_unified_diff, series_sha256
+from specdeploy.node.patching import patch_verify
+from specdeploy.node.patching.patches import Manifest, parse_unified_diff, series_sha256
 
 pytestmark = pytest.mark.patches
 
@@ -396,3 +396,11 @@ def test_a_local_label_is_the_same_release_for_the_patcher(site, manifest: Manif
     assert res["result"] == "applied" and res["verified"] is True
     for rel, target in manifest.targets("0.16.0").items():
         assert sha((sp / rel).read_bytes()) == target["patched_sha256"]
+
+
+@pytest.mark.parametrize("version", [*PATCH_VERSIONS, "0.18.0", *NATIVE_VERSIONS])
+def test_shutdown_timeout_fact_equals_the_wheel(manifest: Manifest, version: str) -> None:
+    """serve_shutdown_timeout is what the wheel's serve CLI has: 0.15-0.17 no drain at all."""
+    got = wheel_facts.shutdown_timeout_from_wheel(version)
+    assert manifest.entry(version)["serve_shutdown_timeout"] is got
+    assert got is (tuple(int(p) for p in version.split(".")[:2]) >= (0, 18))

@@ -63,25 +63,44 @@ def sample_accepted(rng: random.Random, rates: list[float]) -> int:
 
 
 class Batcher:
-    """The batch of running requests and one engine step over it (no clock, no threads)."""
+    """The batch of running requests and one engine step over it (no clock, no threads).
 
-    def __init__(self, step_s: Callable[[int], float], k: int, rates: list[float]) -> None:
+    With ``k_for`` (a batch-size schedule: running requests -> k, as vLLM's scheduler looks it
+    up) each step drafts that k, and ``step_s`` takes (batch, k); else every step drafts ``k``.
+    """
+
+    def __init__(
+        self,
+        step_s: Callable[..., float],
+        k: int,
+        rates: list[float],
+        k_for: Callable[[int], int] | None = None,
+    ) -> None:
         self.step_s = step_s
         self.k = k
         self.rates = rates
+        self.k_for = k_for
         self.running: list[Request] = []
+        self.last_k = k
 
     def step(self) -> tuple[float, list[tuple[Request, int, int]]]:
         """(step seconds, [(request, tokens produced, drafts accepted)]) for one step."""
         batch = list(self.running)
-        dt = self.step_s(len(batch))
+        if self.k_for is not None:
+            k = min(self.k, self.k_for(len(batch)))
+            dt = self.step_s(len(batch), k)
+        else:
+            k = self.k
+            dt = self.step_s(len(batch))
+        self.last_k = k
+        rates = self.rates[:k]
         out: list[tuple[Request, int, int]] = []
         for r in batch:
-            acc = sample_accepted(r.rng, self.rates) if self.k else 0
+            acc = sample_accepted(r.rng, rates) if k else 0
             acc = min(acc, max(0, r.n_tokens - r.produced - 1))
             gained = acc + 1
             r.produced += gained
-            if self.k:
+            if k:
                 r.steps.append(acc)
             out.append((r, gained, acc))
         self.running = [r for r in self.running if r.produced < r.n_tokens]
@@ -106,18 +125,51 @@ def step_function(prof: dict[str, object], k: int, rates: list[float]) -> Callab
     return lambda b: timing.spec_step_s(b, k)
 
 
+def step_function_k(prof: dict[str, object], rates: list[float]) -> Callable[[int, int], float]:
+    """Seconds of one engine step at batch size B drafting k (a schedule's steps; k=0: no
+    drafts, the drafter's first pass still runs)."""
+    if "spec_step_cost" in prof or prof.get("tokens_per_s_spec"):
+        fns = {}
+
+        def legacy(b: int, k: int) -> float:
+            if k not in fns:
+                fns[k] = step_function(prof, k, rates)
+            return fns[k](b)
+
+        return legacy
+    timing = standin_timing.from_profile(prof)
+    return timing.spec_step_s
+
+
+def schedule_lookup(schedule: list[list[int]], max_batch: int) -> Callable[[int], int]:
+    """Running requests -> k for a validated schedule, as vLLM's scheduler expands it (inclusive
+    ranges, a gap carries the previous k, the last k holds up to max_num_seqs and beyond)."""
+    dense = [0] * (max_batch + 1)
+    nxt, last = 1, schedule[0][2]
+    for start, end, k in sorted(tuple(e) for e in schedule):
+        for b in range(nxt, min(start, max_batch + 1)):
+            dense[b] = last
+        for b in range(max(start, nxt), min(end, max_batch) + 1):
+            dense[b] = k
+        nxt, last = max(nxt, end + 1), k
+    for b in range(nxt, max_batch + 1):
+        dense[b] = last
+    return lambda b: dense[min(max(b, 1), max_batch)]
+
+
 def closed_loop(
-    step_s: Callable[[int], float],
+    step_s: Callable[..., float],
     k: int,
     rates: list[float],
     concurrency: int,
     requests: int,
     n_tokens: int = 128,
     seed: int = 0,
+    k_for: Callable[[int], int] | None = None,
 ) -> float:
     """Output tokens/s of ``concurrency`` clients, each sending its next request when the last
     one finished, over ``requests`` requests: on the simulated clock only (no sleeping)."""
-    b = Batcher(step_s, k, rates)
+    b = Batcher(step_s, k, rates, k_for)
     rng = random.Random(seed)
     sent = 0
     clock = 0.0
@@ -153,7 +205,13 @@ class Engine:
         while len(rates) < self.k:
             rates.append((rates[-1] * 0.8) if rates else 0.5)
         self.rates = rates
-        self.batcher = Batcher(step_function(prof, self.k, rates), self.k, rates)
+        sched = (self.spec or {}).get("num_speculative_tokens_per_batch_size")
+        self.schedule = sched or None
+        if self.schedule:
+            lookup = schedule_lookup(self.schedule, int(args.max_num_seqs or 256))
+            self.batcher = Batcher(step_function_k(prof, rates), self.k, rates, lookup)
+        else:
+            self.batcher = Batcher(step_function(prof, self.k, rates), self.k, rates)
         self.started = time.time()
         self.healthy_at: float | None = None
         self.lock = threading.Lock()
@@ -169,6 +227,7 @@ class Engine:
         self.per_pos = [0] * self.k
         self.running = 0
         self.hung = threading.Event()
+        self.draining = threading.Event()  # SIGTERM with --shutdown-timeout > 0
         self.backend = "TRITON_MLA"
         self.max_model_len = args.max_model_len or 4096
         self.template = ""
@@ -198,6 +257,7 @@ class Engine:
                     self.wake.wait()
                     anchor_wall, sim = time.monotonic(), 0.0  # idle: restart the clock
                 dt, out = self.batcher.step()
+                k = self.batcher.last_k
                 self.running = len(self.batcher.running)
             sim += dt
             # Sleep to the step's absolute deadline: a late step is caught up by the next.
@@ -207,9 +267,9 @@ class Engine:
             with self.lock:
                 for _req, gained, acc in out:
                     self.c["generation_tokens"] += gained
-                    if self.k:
+                    if k:  # a schedule's k=0 step drafts nothing: vLLM counts no draft
                         self.c["drafts"] += 1
-                        self.c["draft_tokens"] += self.k
+                        self.c["draft_tokens"] += k
                         self.c["accepted"] += acc
                         for i in range(acc):
                             self.per_pos[i] += 1

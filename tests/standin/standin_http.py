@@ -200,6 +200,9 @@ def make_handler(eng: Engine, api_keys: list[str]) -> type[BaseHTTPRequestHandle
         def do_POST(self) -> None:
             if not self._gate():
                 return
+            if eng.draining.is_set():
+                self._err(503, "The server is shutting down.", "ServiceUnavailableError")
+                return
             n = int(self.headers.get("content-length") or 0)
             try:
                 body = json.loads(self.rfile.read(n) or b"{}")

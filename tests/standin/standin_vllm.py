@@ -147,7 +147,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--disable-log-stats", action="store_true")
     s.add_argument("--uvicorn-log-level", default="info")
     s.add_argument("--enable-expert-parallel", action="store_true")
+    if serve_has_shutdown_timeout():
+        # 0 aborts in-flight requests on SIGTERM (vLLM's default); N > 0 drains for N s
+        s.add_argument("--shutdown-timeout", type=int, default=0)
     return p
+
+
+def serve_has_shutdown_timeout() -> bool:
+    """Whether the installed vLLM's serve CLI has --shutdown-timeout (0.18 on): the stand-in
+    refuses the flag where the real server would (`vllm: error: unrecognized arguments`)."""
+    _version, root = installed_vllm()
+    if root is None:
+        return True  # no vLLM beside the stand-in (its own unit tests): the newest CLI
+    from specdeploy.node.patching.speckeys import has_shutdown_timeout
+
+    try:
+        return has_shutdown_timeout((root / "engine" / "arg_utils.py").read_text("utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
 
 
 def installed_vllm() -> tuple[str | None, Path | None]:
@@ -186,7 +203,7 @@ def spec_rules(root: Path | None) -> tuple[list[str], list[str], str]:
         return default
     # The keys pydantic accepts, read by the preflight's own extractor (one reading of
     # SpeculativeConfig: the stand-in refuses exactly what the deploy refuses).
-    from specdeploy.node.speckeys import extract_fields
+    from specdeploy.node.patching.speckeys import extract_fields
 
     try:
         keys = extract_fields(ast.unparse(cls))["keys"]
@@ -257,3 +274,20 @@ def arch_of(cfg: dict[str, object] | None) -> str | None:
         return None
     a = cfg.get("architectures")
     return str(a[0]) if isinstance(a, list) and a else None
+
+
+def validate_schedule(root: Path, schedule: object) -> str | None:
+    """vLLM's num_speculative_tokens_per_batch_size validation, run from the installed wheel's
+    own vllm/v1/spec_decode/dynamic/utils.py (no imports of its own); its message, or None."""
+    path = root / "v1" / "spec_decode" / "dynamic" / "utils.py"
+    if not path.is_file():
+        return None  # no such file in this version: the key check above already refused
+    spec = importlib.util.spec_from_file_location("_vllm_dynamic_sd_utils", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        mod.validate_and_normalize_dynamic_sd_schedule(schedule)
+    except ValueError as e:
+        return str(e)
+    return None

@@ -95,6 +95,7 @@ from standin_vllm import (
     read_config,
     spec_rules,
     supports_eagle3,
+    validate_schedule,
 )
 
 
@@ -166,6 +167,13 @@ def serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
             return 1
+        sched = eng.spec.get("num_speculative_tokens_per_batch_size")
+        if sched is not None:
+            # vLLM's own validation, loaded from the installed wheel's file (pure Python)
+            problem = validate_schedule(vllm_root, sched)
+            if problem:
+                print(f"ValueError: {problem}", flush=True)
+                return 1
         if "tensor_parallel_size" in eng.spec:
             print(
                 "ValueError: 'tensor_parallel_size' is not a valid argument in the "
@@ -241,7 +249,7 @@ def serve(args: argparse.Namespace) -> int:
         return 1
     httpd.daemon_threads = True
 
-    def on_term(signum: int, frame: object) -> None:
+    def finish() -> None:
         with _print_lock:
             sys.stdout.write(
                 f"(APIServer pid={PID}) INFO:     Shutting down\n"
@@ -250,6 +258,36 @@ def serve(args: argparse.Namespace) -> int:
             )
             sys.stdout.flush()
         os._exit(0)
+
+    drain_s = int(getattr(args, "shutdown_timeout", 0) or 0)
+
+    def drain() -> None:
+        """vLLM's drain (entrypoints/launcher.py, --shutdown-timeout N): the requests in
+        flight run to their end for up to N s, then the server exits. New requests meanwhile
+        get 503 (the stand-in's choice: a balancer has taken the node out before SIGTERM)."""
+        deadline = time.monotonic() + drain_s
+        while eng.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = eng.running
+        log("INFO", "launcher.py:124", "[shutdown] API server: engine client stopped")
+        if left:
+            log("WARNING", "launcher.py:124", f"[shutdown] {left} request(s) aborted at timeout")
+        finish()
+
+    def on_term(signum: int, frame: object) -> None:
+        if eng.draining.is_set():
+            return
+        eng.draining.set()
+        log("INFO", "launcher.py:99", "[shutdown] API server: shutdown triggered")
+        mode = "drain" if drain_s > 0 else "abort"
+        log(
+            "INFO",
+            "launcher.py:116",
+            f"[shutdown] API server: stopping engine client mode={mode} timeout={drain_s}s",
+        )
+        if drain_s <= 0:
+            finish()
+        threading.Thread(target=drain, name="drain", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)

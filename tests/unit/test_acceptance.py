@@ -13,8 +13,8 @@ sys.path.insert(0, str(ROOT))
 
 from recorded_metrics import NOSPEC, RANDOM, SPEC  # noqa: E402
 
-from specdeploy.node import acceptance  # noqa: E402
-from specdeploy.node.smoke import Client, HttpError  # noqa: E402
+from specdeploy.node.validation import acceptance  # noqa: E402
+from specdeploy.node.validation.smoke import Client, HttpError  # noqa: E402
 
 
 class ScriptedClient(Client):

@@ -81,8 +81,8 @@ def test_against_the_h200_recordings():
                 assert pred.extrapolated == (k > deployed)
                 errors.append(abs(math.log(pred.speed_up / (tps / nospec[c]))))
     # Within the recordings' run-to-run spread (15-25% at low concurrency) on average.
-    assert statistics.mean(errors) < 0.17 and max(errors) < 0.45
-    assert advisor.FIXED_SHARE == 0.25
+    assert statistics.mean(errors) < 0.15 and max(errors) < 0.40
+    assert advisor.FIXED_STEPS == 1.5
     adv = advisor.advise(rates[3], spec[3], nospec, n_experts=64, top_k=8)
     assert [p.speed_up for p in adv.levels[64] if p.measured] == pytest.approx(
         [spec[3][64] / nospec[64]]
@@ -198,4 +198,38 @@ def test_against_the_toolkits_own_gpu_run():
                     abs(math.log(adv.levels[c][k - 1].speed_up / (spec[k][c] / nospec[c])))
                     for c in nospec
                 ]
-    assert statistics.mean(errors) < 0.15 and max(errors) < 0.45
+    assert statistics.mean(errors) < 0.11 and max(errors) < 0.25
+
+
+def test_larger_k_is_not_under_predicted_on_the_toolkits_own_gpu_run():
+    """Issue 26, item 8: from any deployed k, the predictions for larger k came out 13-25% low
+    (the overhead's fixed part as a share of the deployed K's overhead: at K=1 it put 75% of it
+    on a single drafter step). With the fixed part as 1.5 drafter steps, the mean signed error
+    of the larger-k cells is within 5%; the old model's, reproduced with --fixed-share 0.25, is
+    more than 10% low."""
+    moe = ROOT / "tests" / "fixtures" / "vllm-0.20.2-moe"
+    runs = json.loads((moe / "results.json").read_text())["runs"]
+
+    def tps(tag: str) -> dict[int, float]:
+        return {lv["concurrency"]: lv["output_tps"] for lv in runs[tag]["sweep"]["levels"]}
+
+    nospec = tps("nospec")
+    spec = {k: tps(f"spec-k{k}") for k in (1, 3, 5)}
+
+    def signed(**kw) -> float:
+        out = []
+        for deployed in (1, 3):
+            rates = advisor.rates_from_metrics(
+                str(moe / "runs" / f"spec-k{deployed}" / "metrics.txt"), "moe-dsv3"
+            )
+            adv = advisor.advise(rates, spec[deployed], nospec, n_experts=64, top_k=8, **kw)
+            for k in (3, 5):
+                if k > deployed:
+                    out += [
+                        math.log(adv.levels[c][k - 1].speed_up / (spec[k][c] / nospec[c]))
+                        for c in nospec
+                    ]
+        return statistics.mean(out)
+
+    assert abs(signed()) < 0.05
+    assert signed(fixed_share=0.25) < -0.10

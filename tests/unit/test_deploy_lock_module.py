@@ -1,7 +1,8 @@
-"""roles/specdeploy/library/specdeploy_deploy_lock.py: specdeploy/node/deploy_lock.py as a module.
+"""plugins/modules/deploy_lock.py: plugins/module_utils/deploy_lock.py as a module.
 
 Run as Ansible runs it (an args file, stdout JSON), with the module_utils import resolved to
-specdeploy.node.deploy_lock the way roles/specdeploy/module_utils links it. In check mode the
+specdeploy.node.release.deploy_lock the way roles/specdeploy/module_utils links it. In check mode
+the
 module says what it would do and the lock file stays as it was.
 """
 

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from specdeploy.controller import drafter  # noqa: E402
-from specdeploy.node.patches import Manifest, UsageError  # noqa: E402
+from specdeploy.node.patching.patches import Manifest, UsageError  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "drafters"
 KIMI = FIX / "kimi-k2.5"

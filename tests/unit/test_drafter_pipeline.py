@@ -323,6 +323,10 @@ def test_disk_space_is_refused_before_extraction_naming_need_and_free(tmp_path: 
     assert len(line.splitlines()) == 1
     # 6 sequences x 1000 tokens x 3 layers x Kimi's 7168 hidden x 2 bytes (bf16)
     assert "extract needs 0.3 GB (6,000 tokens x 3 layers x 7168 hidden x 2 bytes)" in line
+    # the check covers the whole run: Kimi's drafter (2.11 B parameters, the lm_head over the
+    # 163,840-token vocabulary 1.17 B of them) is trained and exported after the states
+    whole = "+ train and convert 54.9 GB (2.11 B drafter parameters: checkpoint x 2 + export)"
+    assert whole in line
     assert "GB free under" in line and str(tmp_path / "work" / "extract") in line
     assert not list((tmp_path / "work" / "extract").glob("chunk-*"))
 

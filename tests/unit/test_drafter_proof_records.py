@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from specdeploy.controller import drafter_provenance
-from specdeploy.node import engine_log, metrics
+from specdeploy.node.service import engine_log
+from specdeploy.node.validation import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "vllm-0.20.2-drafter-proof"

@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO))
 
 from specdeploy.controller import drafter  # noqa: E402
 from specdeploy.controller import drafter_provenance as prov  # noqa: E402
-from specdeploy.node.patches import Manifest  # noqa: E402
+from specdeploy.node.patching.patches import Manifest  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures" / "drafters"
 KIMI = FIX / "kimi-k2.5"
@@ -177,8 +177,8 @@ def test_cli_inline_as_the_preflight_passes_it(tmp_path: Path) -> None:
     ]
     ok = cli(*base, "--provenance-json", (d / prov.FILE_NAME).read_text())
     assert ok.returncode == 0, ok.stdout
-    assert cli(*base, "--provenance-json", "", "--require-provenance", "false").returncode == 0
-    none = cli(*base, "--provenance-json", "", "--require-provenance")
+    assert cli(*base, "--require-provenance", "false").returncode == 0
+    none = cli(*base, "--require-provenance")
     assert none.returncode == 1
     codes = [f["code"] for f in json.loads(none.stdout)["findings"] if f["level"] == "error"]
     assert codes == ["provenance.missing"]
@@ -194,3 +194,84 @@ def test_cli_inline_as_the_preflight_passes_it(tmp_path: Path) -> None:
     assert bad.returncode == 1
     codes = [f["code"] for f in json.loads(bad.stdout)["findings"] if f["level"] == "error"]
     assert "provenance.target_config_sha256" in codes
+
+
+def test_a_config_that_differs_only_in_non_model_fields_is_the_same_target(
+    tmp_path: Path, manifest: Manifest
+) -> None:
+    """Issue 26, item 7: a target config.json re-saved by another transformers (or with another
+    source path) is the same model; a provenance hashed over the whole file before these
+    fields were left out still matches; a changed model field is still another target."""
+    cfg = kimi_cfg()
+    resaved = json.loads(json.dumps(cfg))
+    resaved["transformers_version"] = "9.99.0"
+    resaved["_name_or_path"] = "/elsewhere/Kimi-K2.5"
+    resaved["text_config"]["transformers_version"] = "9.99.0"
+    assert prov.target_config_sha256(resaved) == prov.target_config_sha256(cfg)
+    # a provenance written with the whole file's hash (the earlier definition) still matches
+    legacy = __import__("hashlib").sha256(prov.canonical_config_bytes(cfg, whole=True)).hexdigest()
+    assert legacy != prov.target_config_sha256(cfg)
+    assert prov.target_config_matches(legacy, cfg)
+    assert not prov.target_config_matches(legacy, resaved)  # the old hash saw that field
+    assert res_ok(trained(tmp_path, target_config_sha256=legacy), manifest)
+    changed = json.loads(json.dumps(cfg))
+    changed["text_config"]["num_hidden_layers"] = 60
+    assert not prov.target_config_matches(prov.target_config_sha256(cfg), changed)
+
+
+def res_ok(d: Path, manifest: Manifest) -> bool:
+    res = check_dir(d, manifest)
+    return res.ok
+
+
+def test_the_prompt_format_trained_on_is_recorded_and_a_different_served_one_warns(
+    tmp_path: Path, manifest: Manifest
+) -> None:
+    from specdeploy.controller.drafter_pipeline import generate
+
+    assert generate.prompt_format(["a", "b"]) == "raw"
+    assert generate.prompt_format([[{"role": "user", "content": "a"}]]) == "chat-template"
+    assert generate.prompt_format(["a", [{"role": "user", "content": "b"}]]) == "mixed"
+    d = trained(tmp_path, prompt_format="raw")
+    tcfg, _ = drafter.load_config(KIMI)
+    dcfg, ddir = drafter.load_config(d)
+    text = (d / prov.FILE_NAME).read_text()
+    assert json.loads(text)["prompt_format"] == "raw"
+    res = drafter.check(tcfg, dcfg, "0.16.0", manifest, ddir)
+    drafter.check_provenance(res, tcfg, text, False, "chat-template")
+    warn = [f for f in res.findings if f.code == "provenance.prompt_format"]
+    assert res.ok and len(warn) == 1 and warn[0].level == "warning"
+    assert "trained on raw prompts, the served workload is chat-template" in warn[0].message
+    res = drafter.check(tcfg, dcfg, "0.16.0", manifest, ddir)
+    drafter.check_provenance(res, tcfg, text, False, "raw")
+    assert not [f for f in res.findings if f.code == "provenance.prompt_format"]
+    # a bad value is refused, naming the field
+    bad = json.loads(text)
+    bad["prompt_format"] = "chatty"
+    with pytest.raises(prov.ProvenanceError, match="field prompt_format"):
+        prov.parse(json.dumps(bad))
+    # the CLI takes the served format (what the preflight passes)
+    r = cli("--target", str(KIMI), "--drafter", str(d), "--vllm-version", "0.16.0",
+            "--served-prompt-format", "chat-template", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "provenance.prompt_format" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "content, problem", [(b"", "empty file"), (b"  \n", "empty file"), (b"\xff\xfe{", "not UTF-8")]
+)
+def test_an_empty_or_non_utf8_provenance_file_is_an_error(tmp_path, content, problem) -> None:
+    """Issue 28: an empty file counted as "no provenance" (a warning only), a non-UTF-8 one
+    was a traceback. The file is there and says nothing: an error, with or without
+    --require-provenance, read from the directory or given inline (as the deploy does)."""
+    d = trained(tmp_path)
+    (d / prov.FILE_NAME).write_bytes(content)
+    for extra in ([], ["--provenance-json", content.decode(errors="replace")]):
+        args = ["--target", str(KIMI), "--drafter", str(d), "--vllm-version", "0.16.0", "--json"]
+        proc = cli(*args, *extra)
+        assert proc.returncode == 1, proc.stderr
+        found = [f for f in json.loads(proc.stdout)["findings"] if f["level"] == "error"]
+        assert [f["code"] for f in found] == ["provenance.invalid"]
+        assert problem in found[0]["message"]
+    with pytest.raises(prov.ProvenanceError, match=problem):
+        prov.read(d)

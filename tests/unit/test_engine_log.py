@@ -1,4 +1,4 @@
-"""specdeploy.node.engine_log on real vLLM 0.20.2 engine logs (recorded on an H200)."""
+"""specdeploy.node.service.engine_log on real vLLM 0.20.2 engine logs (recorded on an H200)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy.node import engine_log
+from specdeploy.node.service import engine_log
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 RECIPE = FIX / "vllm-0.20.2"  # the first recordings (gpu recipe, 2026-12-02)

@@ -86,3 +86,21 @@ def test_an_unknown_owner_fails_clearly(tmp_path):
     out = run(tmp_path, [item])
     assert out.get("failed") is True and str(tmp_path / "f") in out["msg"]
     assert not (tmp_path / "f").exists()
+
+
+def test_check_mode_on_a_fresh_node_before_the_service_user_exists(tmp_path):
+    """Issue 28: `--check --diff` on a fresh node failed with getpwnam(): name not found:
+    'vllm' (the user task before it only reports in check mode). Check mode reports what it
+    would create; a real run names the missing user in one line."""
+    root = tmp_path / "cache"
+    item = {"path": str(root), "state": "directory", "mode": "0750",
+            "owner": "specdeploy-no-such-user", "group": "specdeploy-no-such-group"}  # fmt: skip
+    out = run(tmp_path, [item], check=True)
+    assert not out.get("failed"), out
+    assert out["changed"] is True and out["changed_paths"] == [str(root)]
+    assert not root.exists()
+    root.mkdir(mode=0o750)  # there already (e.g. made by hand): the owner would change
+    out = run(tmp_path, [item], check=True)
+    assert not out.get("failed") and "a user or group this run creates" in str(out["diff"])
+    real = run(tmp_path, [item])
+    assert real["failed"] and "user 'specdeploy-no-such-user' does not exist" in real["msg"]

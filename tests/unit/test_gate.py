@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specdeploy.node import gate, metrics  # noqa: E402
-from specdeploy.node.acceptance import AcceptanceResult, RepeatResult  # noqa: E402
+from specdeploy.node.validation import gate, metrics  # noqa: E402
+from specdeploy.node.validation.acceptance import AcceptanceResult, RepeatResult  # noqa: E402
 
 
 def measured(
@@ -130,7 +130,7 @@ def test_speed_gate_per_level_names_the_failing_level():
     assert rows[1]["verdict_holds"] is True
     # A 1.03x speed-up with a 20% spread between repeats: the pass is reported as not firm.
     close = gate.evaluate_speed([level(1, 515.0, spread=0.2)], {1: 500.0}, "k", t)
-    assert close["status"] == "pass" and close["levels"][0]["verdict_holds"] is False
+    assert close["status"] == "unsure" and close["levels"][0]["verdict_holds"] is False
     assert rows[1]["ttft_p50_s"] == 0.1
     g = gate.evaluate(measured(baseline=100.0), t, speed)
     assert g.exit_code == 1
@@ -143,7 +143,8 @@ def test_speed_gate_map_by_level():
     t = gate.thresholds_from_mapping({"min_speed_up": {1: 0.8, "32": 1.2}})
     assert (t.min_speed_up_at(1), t.min_speed_up_at(8), t.min_speed_up_at(32)) == (0.8, 1.0, 1.2)
     base = {1: 500.0, 8: 1900.0, 32: 5300.0}
-    ok = gate.evaluate_speed([level(1, 450.0), level(8, 2000.0), level(32, 6500.0)], base, "k", t)
+    rows = [level(1, 450.0), level(8, 2000.0), level(32, 6500.0, spread=0.01)]
+    ok = gate.evaluate_speed(rows, base, "k", t)  # 1.23x at c=32: clear of a 1% spread
     assert ok["status"] == "pass"
     bad = gate.evaluate_speed([level(1, 450.0), level(8, 2000.0), level(32, 6000.0)], base, "k", t)
     assert bad["status"] == "fail" and bad["failed_levels"] == [32]
@@ -253,3 +254,90 @@ def test_load_yaml_and_json(tmp_path):
     j = tmp_path / "g.json"
     j.write_text('{"min_speed_up": 1.1}')
     assert gate.load_thresholds(j).min_speed_up == 1.1
+
+
+def test_a_pass_within_the_spread_says_unsure_never_pass():
+    """Issue 28: the check printed PASS while the table noted the gate lies within the
+    spread. It says UNSURE; the gate lets it through (exit 0, the median is above the floor)
+    and lists why under gates.unsure; a median under the floor fails whatever the spread."""
+    t = gate.thresholds_from_mapping({"min_speed_up": 1.0})
+    speed = gate.evaluate_speed([level(1, 515.0, spread=0.2)], {1: 500.0}, "knob", t)
+    g = gate.evaluate(measured(baseline=500.0), t, speed)
+    st = {c.name: c.status for c in g.checks}
+    assert st["speed_up.c1"] == "unsure" and g.exit_code == 0
+    assert len(g.unsure) == 1 and g.unsure[0].startswith("UNSURE: speed-up 1.03x >= 1.00 at c=1")
+    assert g.to_dict()["unsure"] == g.unsure
+    firm = gate.evaluate_speed([level(1, 700.0, spread=0.2)], {1: 500.0}, "knob", t)
+    assert firm["status"] == "pass" and gate.evaluate(measured(), t, firm).unsure == []
+    under = gate.evaluate_speed([level(1, 490.0, spread=0.2)], {1: 500.0}, "knob", t)
+    assert under["status"] == "fail"
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"concurrency": 8, "output_tps": float("inf"), "spread": 0.0},
+        {"concurrency": 8, "output_tps": float("nan"), "spread": 0.0},
+        {"concurrency": 8, "output_tps": 0.0, "requests": 0, "spread": 0.0},
+        {"concurrency": 8, "output_tps": 900.0, "requests": 0, "spread": 0.0},
+    ],
+)
+def test_a_measured_row_without_a_real_figure_is_unmeasured(row):
+    """Issue 28: an infinite tok/s passed the speed-up gate; a level with 0 requests is no
+    measurement. Both are 'not measured' (exit 2), never PASS or FAIL."""
+    t = gate.thresholds_from_mapping({"min_speed_up": 1.0})
+    speed = gate.evaluate_speed([row], {8: 500.0}, "knob", t)
+    assert speed["status"] == "unmeasured" and speed["levels"][0]["speed_up"] is None
+    g = gate.evaluate(measured(), t, speed)
+    assert g.exit_code == 2
+    assert any("no throughput figure" in r for r in g.reasons), g.reasons
+
+
+@pytest.mark.parametrize("base", [float("inf"), float("nan"), 0.0, -1.0])
+def test_a_baseline_that_is_no_figure_gives_no_speed_up(base):
+    t = gate.thresholds_from_mapping({"min_speed_up": 1.0})
+    speed = gate.evaluate_speed([level(8, 900.0)], {8: base}, "history", t)
+    assert speed["status"] == "unmeasured"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "min_speed_up: .nan",
+        "min_speed_up: .inf",
+        "min_speed_up: {8: .nan}",
+        "min_mean_acceptance_length: .nan",
+        "min_draft_acceptance_rate: .nan",
+        "rel_tolerance: .nan",
+        "expected_mean_acceptance_length: .inf",
+    ],
+)
+def test_a_non_finite_gate_floor_is_refused(tmp_path, text):
+    """Issue 28: a NaN floor compares false both ways (never fails, or never passes)."""
+    p = tmp_path / "gates.yml"
+    p.write_text(text + "\n")
+    with pytest.raises(gate.GateConfigError, match="not a finite number"):
+        gate.load_thresholds(p)
+
+
+def test_a_non_finite_gate_floor_in_json_is_refused(tmp_path):
+    p = tmp_path / "gates.json"
+    p.write_text('{"min_speed_up": NaN}')
+    with pytest.raises(ValueError, match="NaN is not a number JSON allows"):
+        gate.load_thresholds(p)
+
+
+def test_a_malformed_yaml_gates_file_is_a_gate_config_error(tmp_path):
+    """Issue 28: a YAML error (a key YAML cannot hash, a syntax error) was a traceback."""
+    for text in ("min_speed_up: {[1]: 2}\n", "min_speed_up: [\n"):
+        p = tmp_path / "gates.yml"
+        p.write_text(text)
+        with pytest.raises(gate.GateConfigError, match="not valid YAML"):
+            gate.load_thresholds(p)
+
+
+def test_a_gate_for_a_level_not_measured_is_refused():
+    """Issue 28: min_speed_up {64: 1.2} with levels 1,8 was dropped silently."""
+    t = gate.thresholds_from_mapping({"min_speed_up": {"1": 1.0, "64": 1.2}})
+    with pytest.raises(gate.GateConfigError, match=r"level 64 .* \(--levels\)"):
+        gate.validate(t, 0, [1, 8], flag="--levels")

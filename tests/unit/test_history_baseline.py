@@ -102,3 +102,42 @@ def test_baseline_levels_match_node_model_parallel_and_hardware(tmp_path, capsys
     assert json.loads(capsys.readouterr().out)["levels"] == {"1": 520.0, "8": 1950.0, "32": 5200.0}
     assert history.main([*argv, "--hardware", "AMD MI300X"]) == 1
     assert "no no-spec run" in json.loads(capsys.readouterr().out)["reason"]
+
+
+def test_a_baseline_that_mixes_gpus_layouts_or_months_says_so(tmp_path):
+    """Issue 26, item 8: `make advise` must not take another GPU's or parallel layout's
+    no-speculation history, nor runs measured months apart, without saying so."""
+    db = tmp_path / "h.sqlite"
+    conn = history.connect(db)
+    for run in (
+        _levels_run("n1", "old", "2026-09-01T00:00:00Z", {1: 500.0, 32: 5200.0},
+                    parallel="tp=8,pp=1", hardware="NVIDIA H100"),
+        _levels_run("n1", "new", "2026-12-02T00:00:00Z", {1: 520.0},
+                    parallel="tp=4,pp=2", hardware="NVIDIA H200"),
+    ):  # fmt: skip
+        history.record(conn, run)
+    levels, sources = history.baseline_levels_with_sources(conn, "n1", "m", None, None)
+    assert levels == {1: 520.0, 32: 5200.0}
+    notes = history.mixing_notes(sources)
+    assert any("mixes GPUs: NVIDIA H100, NVIDIA H200" in n for n in notes)
+    assert any("mixes parallel layouts: tp=4,pp=2, tp=8,pp=1" in n for n in notes)
+    assert any("92 days apart" in n for n in notes)
+    # one run: nothing to say
+    levels, sources = history.baseline_levels_with_sources(conn, "n1", "m", "tp=4,pp=2", None)
+    assert levels == {1: 520.0} and history.mixing_notes(sources) == []
+    conn.close()
+
+
+def test_record_takes_the_deploys_result_on_stdin_once(tmp_path, capsys, monkeypatch):
+    import io
+
+    db = tmp_path / "h.sqlite"
+    run = _levels_run("n1", "r1", "2026-12-02T00:00:00Z", {1: 520.0})
+    for want in (1, 0):  # the same run again (make validate's report records it too): once
+        monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(run)))
+        assert history.main(["record", "--db", str(db)]) == 0
+        assert json.loads(capsys.readouterr().out) == {"recorded": want}
+    assert [r["run_id"] for r in history.runs(history.connect(db))] == [run["run_id"]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("[]"))
+    assert history.main(["record", "--db", str(db)]) == 2
+    assert "the result on stdin" in capsys.readouterr().err

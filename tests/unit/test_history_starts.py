@@ -89,7 +89,7 @@ def test_the_lines_a_deploy_ends_with(capsys):
     assert said["recorded"] == 0
     assert said["lines"] == [
         "n1: downtime window 7.5 s (deploy of r1; stop 1.0 s, weights 4.0 s, compile 2.5 s);"
-        " validated: 41.5 tok/s, speed-up 1.8x",
+        " validated: 41.5 tok/s, speed-up 1.80x",
         "n2: downtime window 7.5 s (rollback of r1; stop 1.0 s, weights 4.0 s, compile 2.5 s)",
         "n3: no restart, no downtime (release r1)",
         "n4: restarted (deploy of r1); the engine log did not say ready",
@@ -106,3 +106,82 @@ def test_the_module_runs_as_the_playbook_calls_it(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["recorded"] == 1 and db.exists()
+
+
+BASELINE_DOC = {
+    "schema": "specdeploy.throughput/1", "node": "n1", "release": "r2", "speculative": False,
+    "measured_at": "2026-12-03T10:00:00Z", "model": "tiny-dsv3", "endpoint": "chat",
+    "labels": {"model": "tiny-dsv3", "parallel": "tp=8,pp=1", "hardware": "NVIDIA H200"},
+    "levels": {
+        "1": {"concurrency": 1, "requests": 12, "output_tps": 61.04321, "spread": 0.04},
+        "8": {"concurrency": 8, "requests": 40, "output_tps": 402.98765, "spread": 0.05},
+    },
+}  # fmt: skip
+
+
+def run_history(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "specdeploy.controller.history", *args],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_a_baseline_start_is_kept_in_the_history_for_the_next_release(tmp_path):
+    """Issue 28: the baseline start's measurement never reached the history, so every new
+    release took another baseline start (two server starts; on the real model two ~25-minute
+    loads) and `make advise` found no baseline. The validation role records it right after
+    measuring (spec-history baseline-record); the next release's plan takes it from there."""
+    from specdeploy.controller import baseline_plan
+
+    db = tmp_path / "h.sqlite"
+    for expected in (True, False):  # a re-run records the same measurement once
+        run = run_history("baseline-record", "--db", str(db), "--json", json.dumps(BASELINE_DOC))
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["recorded"] is expected
+    conn = history.connect(db)
+    assert len(history.runs(conn)) == 1
+    found = history.baseline_levels(conn, "n1", "tiny-dsv3", "tp=8,pp=1", "NVIDIA H200")
+    assert found == {1: 61.04321, 8: 402.98765}
+    plan = baseline_plan.decide([1, 8], None, found, "speculative", True)
+    assert plan.source == "history" and not plan.extra_start
+
+
+def test_the_final_lines_say_every_window_of_a_deploy_per_level(tmp_path):
+    """Issue 28: the final lines said only the last window, with raw floats."""
+    levels = [
+        {"concurrency": 1, "output_tps": 112.04, "speed_up": 1.8354},
+        {"concurrency": 8, "output_tps": 610.0, "speed_up": 1.5137},
+    ]
+    entries = [
+        {**_start("n1", "t1", action="baseline-start", release="r2"), "baseline": BASELINE_DOC},
+        {**_start("n1", "t2", release="r2", output_tps=112.04, speed_up=1.83), "levels": levels},
+    ]
+    run = run_history("downtime", "--json", json.dumps(entries))
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["lines"] == [
+        "n1: downtime window 7.5 s (baseline-start of r2; stop 1.0 s, weights 4.0 s, compile 2.5 s)"
+        "; measured without speculation: c=1 61.0 tok/s, c=8 403.0 tok/s",
+        "n1: downtime window 7.5 s (deploy of r2; stop 1.0 s, weights 4.0 s, compile 2.5 s)"
+        "; validated: c=1 112.0 tok/s 1.84x, c=8 610.0 tok/s 1.51x",
+    ]
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"speculative": True}, "not measured without speculation"),
+        ({"levels": {"8": {"output_tps": 400.0, "requests": 0}}}, "measured with 0 requests"),
+        ({"levels": {"8": {"output_tps": 1e308 * 10}}}, "not a finite number"),
+        ({"schema": "x"}, "not a specdeploy.throughput/1 document"),
+    ],
+)
+def test_a_baseline_that_is_no_measurement_is_refused_and_nothing_is_written(
+    tmp_path, change, problem
+):
+    db = tmp_path / "h.sqlite"
+    doc = {**BASELINE_DOC, **change}
+    text = json.dumps(doc)  # Infinity, as Python writes it
+    run = run_history("baseline-record", "--db", str(db), "--json", text)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert problem in run.stderr or "Infinity" in run.stderr, run.stderr
+    assert not db.exists()

@@ -11,7 +11,7 @@ import pytest
 
 from specdeploy.controller import inputs
 from specdeploy.node.attention import is_mla_backend, mla_backend
-from specdeploy.node.patches import Manifest
+from specdeploy.node.patching.patches import Manifest
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = {"method": "eagle3", "num_speculative_tokens": 3}
@@ -87,9 +87,38 @@ def test_cli_exit_codes() -> None:
 
     ok = cli("--vllm-version", "0.16.0+cu129", "--speculative-config-json", json.dumps(SPEC))
     assert ok.returncode == 0, ok.stderr
-    bad = cli("--vllm-version", "0.16.0", "--attention-backend", "TRITON_MLA", "--json")
+    bad = cli(
+        "--vllm-version", "0.16.0", "--speculative-config-json", json.dumps(SPEC),
+        "--attention-backend", "TRITON_MLA", "--json",
+    )  # fmt: skip
     assert bad.returncode == 1
     assert json.loads(bad.stdout)["errors"][0]["knob"] == "specdeploy_attention_backend"
     usage = cli("--vllm-version", "0.16.0", "--speculative-config-json", "{")
     assert usage.returncode == 2 and usage.stderr.count("\n") == 1
     assert "--speculative-config-json" in usage.stderr
+
+
+@pytest.mark.parametrize("k", ["three", -2, 0, 2.5, True, None])
+def test_num_speculative_tokens_must_be_an_integer_above_zero(manifest, k) -> None:
+    """Issue 28: spec-inputs accepted "three" and -2 (exit 0), which the deploy refuses."""
+    spec = {"method": "eagle3"} | ({} if k is None else {"num_speculative_tokens": k})
+    errors, _ = inputs.check(manifest, "0.20.2", spec, DRAFTER, True, "")
+    assert knobs(errors) == ["specdeploy_speculative_config"]
+    assert "num_speculative_tokens is" in errors[0]["message"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "specdeploy.controller.inputs", "--vllm-version", "0.20.2",
+         "--speculative-config-json", json.dumps(spec)],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "want an integer > 0" in proc.stdout
+
+
+def test_a_version_missing_from_the_manifest_is_refused_in_preflight(manifest) -> None:
+    """Issue 28: 0.19.0 (>= native_from, no entry) passed the preflight and failed at
+    install. It is refused here, naming the knob and the versions the manifest knows."""
+    errors, facts = inputs.check(manifest, "0.19.0", SPEC, DRAFTER, True, "")
+    assert knobs(errors)[0] == "specdeploy_vllm_version"
+    assert "0.19.0 is not in the patch manifest" in errors[0]["message"]
+    assert "0.20.2" in errors[0]["message"] and facts["entry"] == {}
+    no_spec, _ = inputs.check(manifest, "0.19.0", {}, DRAFTER, False, "")
+    assert knobs(no_spec) == ["specdeploy_vllm_version"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specdeploy.node import acceptance, jsontext, loadgen
+from specdeploy.node import jsontext
+from specdeploy.node.validation import acceptance, loadgen
 
 
 def test_objects_come_with_their_line_numbers_and_blank_lines_are_skipped(tmp_path):

@@ -1,4 +1,5 @@
-"""specdeploy.node.loadgen against a small streaming server on 127.0.0.1 (real sockets, real
+"""specdeploy.node.validation.loadgen against a small streaming server on 127.0.0.1 (real sockets,
+real
 Server-Sent Events framing as vLLM writes it: ``data: {json}\\n\\n`` ... ``data: [DONE]``).
 
 Timing appears only as lower bounds the server enforces (a TTFT cannot be shorter than the
@@ -19,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from specdeploy.node import loadgen  # noqa: E402
+from specdeploy.node.validation import loadgen  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -304,7 +305,7 @@ def test_the_toolkit_prompt_set_loads() -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specdeploy.node.loadgen", *args],
+        [sys.executable, "-m", "specdeploy.node.validation.loadgen", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

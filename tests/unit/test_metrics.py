@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from recorded_metrics import FIX, NOSPEC, RANDOM, SPEC  # noqa: E402
 
-from specdeploy.node import metrics  # noqa: E402
+from specdeploy.node.validation import metrics  # noqa: E402
 
 MODEL = "tiny-dsv3"
 

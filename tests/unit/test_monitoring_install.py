@@ -20,7 +20,7 @@ import yaml
 from fleet_history import fleet
 
 from specdeploy.controller import monitoring, report
-from specdeploy.node import metrics
+from specdeploy.node.validation import metrics
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet_history import NEW, fleet
+from fleet_history import NEW, fleet, result
 
 from specdeploy.controller import monitoring, report
-from specdeploy.node import metrics
+from specdeploy.node.validation import metrics
 
 pytestmark = pytest.mark.timeout(120)
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.20.2"
@@ -410,3 +410,48 @@ def test_bad_spec_is_one_line_naming_the_key(spec, message):
     with pytest.raises(monitoring.SpecError) as err:
         monitoring.render(spec)
     assert str(err.value).startswith(message)
+
+
+def test_a_waived_validation_does_not_fire_the_failing_alert(tmp_path):
+    """Issue 28: a WAIVED validation (exit 0, the operator's speed-up waiver) was exported as
+    passed=0, so SpecdeployValidationFailing fired for as long as the waiver stood. It is
+    passed=1 with waived=1; a failed one beside it still fires."""
+    waived = result("gpu-01", NEW, "2026-12-03T08:00:00Z", mal=3.3, tps=100.0)
+    waived |= {"status": "waived", "exit_code": 0}
+    failed = result("gpu-02", NEW, "2026-12-03T08:00:00Z", mal=1.2, tps=60.0, status="fail")
+    samples = metrics.parse_exposition(report.prom_textfile([waived, failed]))
+    last = {
+        (s.name, s.labels["node"]): s.value
+        for s in samples
+        if s.name.startswith("specdeploy_last_validation_")
+    }
+    assert last[("specdeploy_last_validation_passed", "gpu-01")] == 1.0
+    assert last[("specdeploy_last_validation_waived", "gpu-01")] == 1.0
+    assert last[("specdeploy_last_validation_waived", "gpu-02")] == 0.0
+    target = {"job": monitoring.VALIDATION_JOB, "instance": "controller:9100"}
+    series = [
+        {"series": _selector(s.name, s.labels | target), "values": f"{s.value!r}x5"}
+        for s in samples
+        if not s.name.endswith("_timestamp_seconds")
+    ]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": series,
+            "alert_rule_test": [
+                {
+                    "eval_time": "2m",
+                    "alertname": "SpecdeployValidationFailing",
+                    "exp_alerts": [
+                        alert(
+                            "SpecdeployValidationFailing",
+                            target | {"node": "gpu-02", "release": NEW, "severity": "warning"},
+                            f"gpu-02: the newest validation of release {NEW} did not pass "
+                            "(see reports/latest/report.html)",
+                        )
+                    ],
+                }
+            ],
+        }
+    ]
+    run_promtool(tmp_path, tests)

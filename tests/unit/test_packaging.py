@@ -40,3 +40,25 @@ def test_no_path_tricks_left_in_scripts() -> None:
     tools = sorted((REPO / "scripts").glob("*.py"))
     assert tools
     assert [t.name for t in tools if "sys.path" in t.read_text(encoding="utf-8")] == []
+
+
+def test_make_setup_leaves_the_tracked_tree_alone() -> None:
+    """Issue 28: `make setup` (pip install -e .) rewrote specdeploy.egg-info/SOURCES.txt, a
+    tracked file, so a fresh clone was dirty after setup. The build metadata is not tracked,
+    and git ignores it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        import pytest
+
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(
+        ["git", "ls-files", "--", "specdeploy.egg-info"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert tracked == ""
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "specdeploy.egg-info/SOURCES.txt"], cwd=REPO, check=False
+    )
+    assert ignored.returncode == 0

@@ -1,4 +1,5 @@
-"""The page-cache read-ahead before a restart (specdeploy.node.prefetch): when memory allows,
+"""The page-cache read-ahead before a restart (specdeploy.node.service.prefetch): when memory
+allows,
 the model's files are read ahead with posix_fadvise(WILLNEED); otherwise a reason is given."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specdeploy.node import prefetch
+from specdeploy.node.service import prefetch
 
 GIB = 1024**3
 

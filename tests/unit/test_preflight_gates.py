@@ -2,7 +2,8 @@
 
 The task's own argv expression is rendered with the inventory's values and executed with the
 gates on stdin, as Ansible does: this pins the interface between the role and
-`python -m specdeploy.node.gate --validate` (issue 19: bad gates are a one-line error naming the
+`python -m specdeploy.node.validation.gate --validate` (issue 19: bad gates are a one-line error
+naming the
 key, before anything on a node changes).
 """
 
@@ -25,7 +26,7 @@ TASKS = ROOT / "roles" / "validation" / "tasks" / "preflight.yml"
 
 def gate_task() -> dict:
     tasks = yaml.safe_load(TASKS.read_text())
-    (task,) = [t for t in tasks if "specdeploy.node.gate" in str(t)]
+    (task,) = [t for t in tasks if "specdeploy.node.validation.gate" in str(t)]
     return task
 
 
@@ -38,7 +39,8 @@ def preflight(gates: dict, k: int = 3, levels=(1, 8, 32), speculative: bool = Tr
         .render(
             ansible_playbook_python=sys.executable,
             validation_concurrency=list(levels),
-            specdeploy_speculative_config={"num_speculative_tokens": k},
+            # the config the node serves (roles/specdeploy/vars: the knob with a resolved schedule)
+            specdeploy_speculative_config_served={"num_speculative_tokens": k},
             specdeploy_speculative_enabled=speculative,
         )
     )

@@ -23,9 +23,9 @@ def make(root: Path, rid: str, status: str = "verified") -> None:
 
 
 def run_cli(root: Path, *args: str) -> tuple[int, dict]:
-    # Its command line (specdeploy.node.release): stdlib only, one JSON object on stdout.
+    # Its command line (specdeploy.node.release.ledger): stdlib only, one JSON object on stdout.
     proc = subprocess.run(
-        [sys.executable, "-m", "specdeploy.node.release", "--root", str(root), *args],
+        [sys.executable, "-m", "specdeploy.node.release.ledger", "--root", str(root), *args],
         capture_output=True,
         text=True,
         check=False,

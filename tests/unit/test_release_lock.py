@@ -13,7 +13,7 @@ from pathlib import Path
 from specdeploy.node.module_utils import deploy_lock
 
 REPO = Path(__file__).resolve().parents[2]
-LOCK_CLI = f"{sys.executable} -m specdeploy.node.deploy_lock"
+LOCK_CLI = f"{sys.executable} -m specdeploy.node.release.deploy_lock"
 
 
 def owner(token: str, pid: int | None = None, controller: str | None = None) -> dict:
@@ -30,7 +30,7 @@ def owner(token: str, pid: int | None = None, controller: str | None = None) -> 
 
 def cli(*args: str) -> tuple[int, dict]:
     proc = subprocess.run(
-        [sys.executable, "-m", "specdeploy.node.deploy_lock", *args],
+        [sys.executable, "-m", "specdeploy.node.release.deploy_lock", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -1,7 +1,8 @@
-"""roles/specdeploy/library/specdeploy_releases.py: specdeploy/node/release.py as a module.
+"""roles/specdeploy/library/specdeploy_releases.py: specdeploy/node/release/ledger.py as a module.
 
 Run as Ansible runs it (an args file, stdout JSON), with the module_utils import resolved to
-specdeploy.node.release the way roles/specdeploy/module_utils links it. Check mode and diff are
+specdeploy.node.release.ledger the way roles/specdeploy/module_utils links it. Check mode and diff
+are
 the module's own: nothing on disk changes in check mode.
 """
 

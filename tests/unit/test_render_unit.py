@@ -38,3 +38,36 @@ def test_a_version_the_manifest_does_not_know_is_refused_naming_the_knob(tmp_pat
     assert run.returncode != 0
     assert "specdeploy_vllm_version=0.1.0 is not supported" in run.stdout
     assert not (tmp_path / "vllm.service").exists()
+
+
+def _exec_start(out: Path) -> tuple[str, int]:
+    unit = (out / "vllm.service").read_text()
+    exec_start = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    stop = int(next(x for x in unit.splitlines() if x.startswith("TimeoutStopSec=")).split("=")[1])
+    return exec_start, stop
+
+
+def test_the_unit_drains_on_stop_where_the_version_has_shutdown_timeout(tmp_path):
+    """0.18 on: --shutdown-timeout <knob>, below TimeoutStopSec; 0.16 has no such flag (vLLM
+    would refuse to start), so its unit passes none (issue 28 item 2)."""
+    manifest = yaml.safe_load((ROOT / "patches" / "vllm" / "manifest.yml").read_text())
+    assert manifest["versions"]["0.20.2"]["serve_shutdown_timeout"] is True
+    assert manifest["versions"]["0.16.0"]["serve_shutdown_timeout"] is False
+    render(tmp_path, "0.20.2")
+    argv, stop = _exec_start(tmp_path / "0.20.2")
+    assert " --shutdown-timeout 30 " in argv + " "
+    assert stop > 30
+    render(tmp_path, "0.16.0")
+    argv, _ = _exec_start(tmp_path / "0.16.0")
+    assert "--shutdown-timeout" not in argv
+
+
+@pytest.mark.parametrize("value", ["-1", "120", "nan"])
+def test_a_bad_shutdown_timeout_is_refused_naming_the_knob(tmp_path, value):
+    run = render_unit(
+        tmp_path, tmp_path, "-e", "specdeploy_vllm_version=0.20.2",
+        "-e", f"specdeploy_shutdown_timeout_s={value}",
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "specdeploy_shutdown_timeout_s" in run.stdout
+    assert not (tmp_path / "vllm.service").exists()

@@ -19,7 +19,7 @@ from fleet_history import one_result  # noqa: E402
 from harness import Standin, free_port  # noqa: E402
 
 from specdeploy.controller import history, report  # noqa: E402
-from specdeploy.node import check, metrics  # noqa: E402
+from specdeploy.node.validation import check, metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -188,3 +188,24 @@ def test_unreadable_input(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"not": "a result"}')
     assert report.main([str(bad)]) == 2
+
+
+def test_html_shows_the_k_schedule_a_run_was_measured_with(results, tmp_path):
+    """Issue 26: a run measured with a k schedule in force (label k_schedule, set by the
+    deploy) shows the schedule and the k at each level in the report."""
+    d, _ok, _bad, _ = results
+    r = json.loads((d / "a.json").read_text())
+    r["labels"] = {**(r.get("labels") or {}), "k_schedule": "[[1, 1, 0], [2, 256, 3]]"}
+    (tmp_path / "s.json").write_text(json.dumps(r))
+    h = tmp_path / "report.html"
+    assert report.main([str(tmp_path / "s.json"), "--html", str(h), "--quiet"]) == 0
+    page = h.read_text()
+    assert "k schedule: batch 1 off, 2-256 k=3" in page
+    levels = [lv["concurrency"] for lv in r["speed"]["levels"]]
+    for c in levels:
+        k = 0 if c == 1 else 3
+        assert re.search(rf"<td>{c}</td><td>{k}</td>", page), (c, page[-3000:])
+    # without the label: no schedule, no k column in the speed table
+    assert report.main([str(d / "a.json"), "--html", str(h), "--quiet"]) == 0
+    page = h.read_text()
+    assert "k schedule:" not in page and not re.search(r"<td>1</td><td>0</td>", page)

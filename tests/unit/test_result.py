@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdeploy.node import check
-from specdeploy.node.result import new_result, not_measured
+from specdeploy.node.validation import check
+from specdeploy.node.validation.result import new_result, not_measured
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def test_cli_writes_the_result_and_keeps_an_existing_one(tmp_path: Path) -> None
     out = tmp_path / "results" / "node1.json"
 
     def cli(*extra: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "specdeploy.node.result", "not-measured"]
+        command = [sys.executable, "-m", "specdeploy.node.validation.result", "not-measured"]
         reason = ["--reason", "the node was unreachable"]
         return subprocess.run(
             [*command, "--node", "node1", *reason, "--out", str(out), *extra],

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
 from harness import Standin  # noqa: E402
 
-from specdeploy.node import check, smoke  # noqa: E402
+from specdeploy.node.validation import check, smoke  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,7 +68,7 @@ def test_wrapper_table_and_json(tmp_path):
         base = [
             sys.executable,
             "-m",
-            "specdeploy.node.check",
+            "specdeploy.node.validation.check",
             "all",
             "--base-url",
             s.base_url,

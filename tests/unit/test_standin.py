@@ -1,5 +1,5 @@
 """The vLLM STAND-IN on 127.0.0.1 (free port), checked with the real checker
-(specdeploy.node.check).
+(specdeploy.node.validation.check).
 
 Covers: smoke + acceptance pass; each gate failing; speculation off; server down; server
 hanging (timeouts fire); start-up hang; 401 without the key; the stand-in's vLLM-like
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests" / "standin"))
 
 from harness import PYTHON, STANDIN, Standin, free_port  # noqa: E402
 
-from specdeploy.node import check, metrics  # noqa: E402
+from specdeploy.node.validation import check, metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -658,8 +658,8 @@ def test_installed_patched_vllm_serves_with_its_version_and_keys(tmp_path):
 
 def test_the_stand_in_reads_speculative_config_keys_as_the_preflight_does(tmp_path):
     """A ClassVar or an init=False field is no key pydantic accepts: the preflight's extractor
-    (specdeploy.node.speckeys) leaves it out, and the stand-in refuses it the same way."""
-    from specdeploy.node.speckeys import extract_fields
+    (specdeploy.node.patching.speckeys) leaves it out, and the stand-in refuses it the same way."""
+    from specdeploy.node.patching.speckeys import extract_fields
 
     site = _fake_release_site(tmp_path, allow_deepseek=True, eagle3_iface=True)
     source = site / "vllm" / "config" / "speculative.py"
@@ -674,3 +674,50 @@ def test_the_stand_in_reads_speculative_config_keys_as_the_preflight_does(tmp_pa
     assert "draft_model_config" not in extract_fields(source.read_text())["keys"]
     log = _refused_at_start(tmp_path, site, {**SPEC16, "draft_model_config": {}})
     assert "draft_model_config\n  Extra inputs are not permitted" in log
+
+
+def _complete(base_url: str, max_tokens: int) -> tuple[int, dict]:
+    body = {"model": "tiny-dsv3", "prompt": "drain me", "max_tokens": max_tokens}
+    req = urllib.request.Request(
+        base_url + "/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+    except (urllib.error.URLError, ConnectionError) as e:  # cut mid-request
+        return 0, {"error": str(e)}
+
+
+@pytest.mark.parametrize(("timeout_s", "finishes"), [(20, True), (0, False)])
+def test_sigterm_drains_in_flight_requests_only_with_a_shutdown_timeout(timeout_s, finishes):
+    """vLLM's --shutdown-timeout N (0.18 on): SIGTERM lets a running request finish; 0 (the
+    default) cuts it. A request that comes during the drain is refused, not queued."""
+    import concurrent.futures
+
+    # 100 tok/s: 200 tokens take about 2 s, long enough to SIGTERM in the middle
+    with Standin(
+        profile={"tokens_per_s": 100.0},
+        spec_tokens=None,
+        extra_args=["--shutdown-timeout", str(timeout_s)],
+    ) as s:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            running = pool.submit(_complete, s.base_url, 200)
+            time.sleep(0.5)
+            assert s.proc is not None
+            s.proc.terminate()
+            time.sleep(0.2)
+            late = _complete(s.base_url, 5) if finishes else None
+            code, body = running.result(timeout=30)
+        assert s.proc.wait(25) == 0
+        log = s.log_text()
+    if finishes:
+        assert code == 200 and body["usage"]["completion_tokens"] == 200
+        assert late is not None and late[0] == 503
+        assert "mode=drain timeout=20s" in log
+    else:
+        assert code != 200, body
+        assert "mode=abort timeout=0s" in log

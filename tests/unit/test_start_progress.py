@@ -1,4 +1,4 @@
-"""The load phases of a start, its ETA and downtime window (specdeploy.node.start_progress),
+"""The load phases of a start, its ETA and downtime window (specdeploy.node.service.start_progress),
 read from a real recorded vLLM 0.20.2 engine log and from the CI stand-in's own log."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from standin.harness import Standin
 
-from specdeploy.node import engine_log, start_progress
+from specdeploy.node.service import engine_log, start_progress
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.20.2-gpu-tier" / "runs"
 VLLM_TS = re.compile(r" (?:INFO|WARNING|ERROR|DEBUG) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) ")
@@ -164,3 +164,22 @@ def test_the_standin_logs_the_phases_in_vllms_words():
     assert [e.phase for e in events] == ["weights", "compile", "graphs", "api", "ready"]
     assert "Loading safetensors checkpoint shards: 100% Completed | 4/4" in text
     assert engine_log.parse(text).startup.keys() >= {"model_loading_s", "torch_compile_s"}
+
+
+def test_a_server_that_ended_says_why_in_its_own_words(tmp_path):
+    """A refused flag (the stand-in's argparse, as vLLM's: `vllm: error: ...`) is the line a
+    failed start quotes; systemd's consequences after it are not."""
+    with Standin(extra_args=["--no-such-flag", "1"], wait=False) as server:
+        assert server.proc is not None and server.proc.wait(15) == 2
+        text = server.log_text()
+    journal = "".join(
+        f"{1.8e9 + i:.6f} node1 vllm[7]: {line}\n" for i, line in enumerate(text.splitlines())
+    )
+    journal += f"{1.8e9 + 50:.6f} node1 systemd[1]: vllm.service: Failed with result 'exit-code'.\n"
+    error = start_progress.last_error(start_progress.parse_journal(journal))
+    assert error == "vllm: error: unrecognized arguments: --no-such-flag 1"
+    assert start_progress.last_error(start_progress.parse_journal(journal_of_clean())) is None
+
+
+def journal_of_clean() -> str:
+    return "1800000000.0 node1 systemd[1]: Started vllm.service - vLLM (specdeploy).\n"

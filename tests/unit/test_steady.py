@@ -1,4 +1,5 @@
-"""specdeploy.node.steady and its module specdeploy_steady: the no-op deploy's one-run check.
+"""specdeploy.node.release.steady and its module specdeploy.toolkit.steady: the no-op deploy's
+one-run check.
 
 A node root built the way a deploy leaves it (a finished, active release whose patched file the
 manifest records, its rendered files, the caches' marker), a `systemctl` on PATH that answers
@@ -224,7 +225,7 @@ def test_the_command_exits_0_steady_1_drift_2_bad_input(node, tmp_path):
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "specdeploy.node.steady", *args],
+            [sys.executable, "-m", "specdeploy.node.release.steady", *args],
             capture_output=True,
             text=True,
             check=False,

@@ -16,7 +16,7 @@ import pytest
 from fleet_history import NEW, OLD, fleet, write
 
 from specdeploy.controller import report
-from specdeploy.node import metrics, textfile
+from specdeploy.node.validation import metrics, textfile
 
 pytestmark = pytest.mark.timeout(120)
 NODE_EXPORTER = "prometheus-node-exporter"

@@ -21,7 +21,7 @@ def relative(part: str, repo: Path = REPO) -> list[str]:
 
 def test_the_release_holds_node_side_code_only():
     files = relative("release")
-    assert "specdeploy/node/check.py" in files and "patches/vllm/manifest.yml" in files
+    assert "specdeploy/node/validation/check.py" in files and "patches/vllm/manifest.yml" in files
     assert "requirements-node.txt" in files and "specdeploy/__init__.py" in files
     strays = [
         f
@@ -105,7 +105,7 @@ def test_only_node_code_changes_the_release_fingerprint(checkout):
     assert toolkit_archive.fingerprint("release", checkout) == release
     assert toolkit_archive.fingerprint("standin", checkout) != standin
 
-    append(checkout / "specdeploy/node/gate.py")
+    append(checkout / "specdeploy/node/validation/gate.py")
     assert toolkit_archive.fingerprint("release", checkout) != release
 
 

@@ -76,6 +76,26 @@ def tensor_shapes(dcfg: dict[str, Any]) -> dict[str, tuple[str, list[int]]]:
     }
 
 
+def parameter_count(dcfg: dict[str, Any]) -> int:
+    """The drafter's trained parameters (every floating tensor of the export)."""
+    total = 0
+    for dtype, shape in tensor_shapes(dcfg).values():
+        if dtype != "I64":
+            n = 1
+            for d in shape:
+                n *= d
+            total += n
+    return total
+
+
+def training_bytes(dcfg: dict[str, Any]) -> int:
+    """Disk the train and convert steps write: the resumable checkpoint (fp32 parameters and
+    AdamW's two moments, 12 bytes a parameter) twice, since it is replaced atomically (old and
+    new coexist for a moment), plus the bf16 export."""
+    n = parameter_count(dcfg)
+    return 2 * 12 * n + 2 * n
+
+
 def write_config(out: Path, dcfg: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(dcfg, indent=1) + "\n")

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from specdeploy.node import cli
+
 SPEC_PATH = Path(__file__).with_name("spec.yml")
 # Keys whose change invalidates finished steps (the rest may change between runs: paths of
 # pythons, concurrency, the tolerance of the check, ...). Each step records the hash of the
@@ -137,6 +139,8 @@ def load(path: Path) -> Config:
         raise ConfigError(f"config file not found: {path}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--config {path}: {cli.reason(exc)}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: not a mapping of knobs")
     return parse(raw, str(path))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specdeploy.controller.drafter_pipeline import generate
+from specdeploy.controller.drafter_pipeline import checkpoint, generate
 from specdeploy.controller.drafter_pipeline.config import Config
 from specdeploy.controller.drafter_pipeline.launch import run_worker
 from specdeploy.controller.drafter_pipeline.stfile import SafetensorsFile
@@ -25,7 +25,7 @@ from specdeploy.controller.drafter_pipeline.workdir import (
     atomic_write_json,
     chunk_name,
 )
-from specdeploy.node.patches import Manifest, version_key
+from specdeploy.node.patching.patches import Manifest, version_key
 
 STEP = "extract"
 SUFFIX = ".safetensors"
@@ -44,6 +44,10 @@ class Need:
     layers: int
     hidden: int
     dtype_bytes: int
+    # What the train and convert steps write after the states (checkpoint.training_bytes),
+    # so that the one check before extraction covers the whole run.
+    later_bytes: int = 0
+    drafter_params: int = 0
 
     @property
     def bytes(self) -> int:
@@ -72,11 +76,14 @@ def record_tokens(rec: dict[str, Any], max_len: int) -> int:
 def estimate(cfg: Config, recs: list[dict[str, Any]]) -> Need:
     tc = text_config(target_config(cfg))
     dtype = str(tc.get("torch_dtype") or tc.get("dtype") or "bfloat16")
+    dcfg = checkpoint.drafter_config(tc, cfg.aux_layer_ids, int(tc["vocab_size"]))
     return Need(
         tokens=sum(record_tokens(r, cfg.max_model_len - 1) for r in recs),
         layers=len(cfg.aux_layer_ids),
         hidden=int(tc["hidden_size"]),
         dtype_bytes=DTYPE_BYTES.get(dtype, 2),
+        later_bytes=checkpoint.training_bytes(dcfg),
+        drafter_params=checkpoint.parameter_count(dcfg),
     )
 
 
@@ -85,12 +92,14 @@ def check_space(need: Need, where: Path, margin_gb: float) -> None:
     while not probe.exists():
         probe = probe.parent
     free = shutil.disk_usage(probe).free
-    want = need.bytes + int(margin_gb * 1e9)
+    want = need.bytes + need.later_bytes + int(margin_gb * 1e9)
     if free < want:
         raise DiskSpaceError(
-            f"extract needs {need.bytes / 1e9:.1f} GB ({need.tokens:,} tokens x {need.layers} "
-            f"layers x {need.hidden} hidden x {need.dtype_bytes} bytes) + {margin_gb:g} GB "
-            f"margin, only {free / 1e9:.1f} GB free under {where}"
+            f"the run needs {want / 1e9:.1f} GB: extract needs {need.bytes / 1e9:.1f} GB "
+            f"({need.tokens:,} tokens x {need.layers} layers x {need.hidden} hidden x "
+            f"{need.dtype_bytes} bytes) + train and convert {need.later_bytes / 1e9:.1f} GB "
+            f"({need.drafter_params / 1e9:.2f} B drafter parameters: checkpoint x 2 + export) "
+            f"+ {margin_gb:g} GB margin, only {free / 1e9:.1f} GB free under {where}"
         )
 
 

@@ -145,8 +145,18 @@ def run(cfg: Config, workdir: Path) -> dict[str, Any]:
             atomic_write_bytes(state.dir / chunk_name(ci, SUFFIX), data.encode())
             prog.advance(len(batch), f"chunk {ci + 1}/{n_chunks} written")
     result = summarize(state.dir, n_chunks)
+    result["prompt_format"] = prompt_format(prompts)
     state.finish(result)
     return result
+
+
+def prompt_format(prompts: list[Prompt]) -> str:
+    """How the prompts reached the target: chat-template (messages: the served chat template
+    applied), raw (completion text), or mixed (drafter_provenance.PROMPT_FORMATS)."""
+    chat = sum(1 for p in prompts if not isinstance(p, str))
+    if chat == len(prompts):
+        return "chat-template"
+    return "raw" if chat == 0 else "mixed"
 
 
 def records(step_dir: Path) -> list[dict[str, Any]]:

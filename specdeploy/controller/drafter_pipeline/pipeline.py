@@ -75,6 +75,7 @@ def run_provenance(cfg: Config, workdir: Path) -> dict[str, Any]:
         heldout=conv.get("heldout") or {},
         target_model=cfg.target_model_path,
         convention_check=check,
+        prompt_format=str(gen.get("prompt_format") or ""),
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
     prov.write(src, p)

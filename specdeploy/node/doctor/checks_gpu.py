@@ -53,6 +53,14 @@ def check_gpus(report: Report, probe: Probe) -> tuple[list[Gpu], list[dict[str, 
             fix_driver(min_driver_for(opts.vllm_version)[0]),
         )
         return [], []
+    except OSError as e:  # there, but not a program this node can run
+        report.add(
+            "nvidia_smi",
+            FAIL,
+            f"{opts.nvidia_smi} cannot run: {e.strerror or e}",
+            "point --nvidia-smi at the driver's nvidia-smi, or reinstall the driver",
+        )
+        return [], []
     except subprocess.TimeoutExpired:
         report.add(
             "nvidia_smi",

@@ -606,7 +606,7 @@ def assert_is_release(node: Player, release: str) -> None:
     status = json.loads(
         node.sh(
             f"cd {ROOT}/releases/{release} && sudo -n env PYTHONPATH=toolkit venv/bin/python -m "
-            f"specdeploy.node.patches status --version {version} --manifest "
+            f"specdeploy.node.patching.patches status --version {version} --manifest "
             f"toolkit/patches/vllm/manifest.yml --backup-dir patch-backups --json"
         )
     )

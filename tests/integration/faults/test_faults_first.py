@@ -4,11 +4,15 @@ the readiness faults (never healthy, port open but hanging). See faultlib for th
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 from faultlib import (
     LOCKS,
+    PORT,
     PROBE_TIMEOUT_S,
+    ROOT,
+    SERVICE,
     START_TIMEOUT_S,
     deploy_base,
     first_release_of,
@@ -48,6 +52,32 @@ def test_first_deploy_that_fails_stops_the_server(node, ids):
     assert "Nothing was changed" in refused.message
     assert node.ledger() == before and node.current() is None
     record("rollback-nothing-earlier", refused, "nothing serves (as before)", "ledger unchanged")
+
+    # Still no release ever served; this one passes its smoke check but fails only its
+    # speculative gate (acceptance). Under the default policy (rollback) there is nothing to
+    # go back to: the same inputs serve without speculation (what its baseline start just
+    # measured), and the run exits non-zero saying so (issue 28 item 5).
+    gated = node(extra={"specdeploy_standin_profile": profile("low-acceptance")})
+    ids["G"] = first_release_of(gated)
+    assert gated.rc == 2, gated.message
+    assert "failed a check or gate" in gated.message and "acceptance" in gated.message.lower()
+    assert "FIRST DEPLOY FAILED ITS SPECULATIVE GATES" in gated.message
+    assert "SPECULATION IS OFF" in gated.message
+    assert "the server is stopped" not in gated.message
+    nospec = node.current()
+    assert nospec not in (None, ids["G"], ids["W"])
+    assert f"Release {nospec} " in gated.message
+    node.serves(nospec)
+    unit = node.sh(f"cat /etc/systemd/system/{SERVICE}.service")
+    assert "--speculative-config" not in unit
+    manifest = node.manifest(nospec)
+    assert manifest["inputs"]["speculative_config"] is None
+    assert manifest["speculation_disabled"]["derived_from"] == ids["G"]
+    assert manifest["speculation_disabled"]["policy"] == "first-deploy"
+    assert node.manifest(ids["G"])["status"] == "failed"
+    assert node.sh(f"test -d {ROOT}/releases/{ids['G']} && echo kept").strip() == "kept"
+    with urllib.request.urlopen(f"http://{node.node.address}:{PORT}/metrics", timeout=10) as r:
+        assert "spec_decode" not in r.read().decode()
 
 
 def test_base_release_deploys_and_serves(node, ids):

@@ -31,8 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--nodes", type=int, default=1)
     p_up.add_argument("--keep-extra", action="store_true", help="keep nodes above N running")
     p_up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for sshd")
-    p_down = sub.add_parser("down", help="stop every node and remove all sandbox state")
-    p_down.add_argument("--all", action="store_true", help="every instance, test sessions too")
+    p_down = sub.add_parser(
+        "down",
+        help="stop this instance's nodes (SPECDEPLOY_SANDBOX_INSTANCE, default 0) and remove its "
+        "state; refused while a test session or demo holds it",
+    )
+    p_down.add_argument(
+        "--all", action="store_true", help="every instance, even those a test session holds"
+    )
     p_status = sub.add_parser("status", help="list the nodes")
     p_status.add_argument("--json", action="store_true")
     p_ssh = sub.add_parser("ssh", help="run a command on a node as ops (no command: a shell)")
@@ -64,8 +70,24 @@ def main(argv: list[str] | None = None) -> int:
                 up(args.nodes, exact=not args.keep_extra, timeout=args.timeout)
             print(inventory_path())
         elif args.command == "down":
+            if args.all:
+                indexes = instances_in_use()
+            else:  # this instance only, and never under a test session or demo that holds it
+                held = open(session_lock_path(instance()), "w")  # noqa: SIM115 (held below)
+                try:
+                    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held.close()
+                    log(
+                        f"error: sandbox instance {instance()} is in use by a test session or a "
+                        f"demo ({session_lock_path(instance())} is locked); its nodes are left "
+                        "running. Wait for it to end, or stop it anyway with "
+                        "`python -m testbed.sandbox down --all`"
+                    )
+                    return 2
+                indexes = [instance()]
             problems = []
-            for index in instances_in_use() if args.all else [instance()]:
+            for index in indexes:
                 with as_instance(index):
                     problems += down()
             for problem in problems:

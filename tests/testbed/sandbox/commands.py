@@ -30,7 +30,7 @@ from testbed.sandbox.host import (
     locked,
     nspawn_processes,
 )
-from testbed.sandbox.inventory import write_inventory, write_known_hosts
+from testbed.sandbox.inventory import reports_dir, write_inventory, write_known_hosts
 from testbed.sandbox.nodes import (
     banner,
     known_nodes,
@@ -122,6 +122,7 @@ def down() -> list[str]:
             inventory_path().parent.rmdir()  # only if nothing else is in there
         with contextlib.suppress(FileNotFoundError):
             (state_dir() / "session.json").unlink()
+        shutil.rmtree(reports_dir(), ignore_errors=True)  # the nodes' reports and history
         if not problems:
             with contextlib.suppress(OSError):
                 (state_dir() / ".lock").unlink()  # left by older versions

@@ -1,0 +1,100 @@
+"""specdeploy.controller.drain: the running-requests read, the wait cap, the hooks."""
+
+import pytest
+
+from specdeploy.controller import drain
+
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 1.0
+"""
+
+
+def test_running_requests_reads_the_gauge() -> None:
+    assert drain.running_requests(METRICS) == 3.0
+    with pytest.raises(drain.DrainError, match="not in the server"):
+        drain.running_requests("vllm:num_requests_waiting 1\n")
+    with pytest.raises(drain.DrainError, match="engine 'x'"):
+        drain.running_requests(METRICS, engine="x")
+
+
+def test_wait_stops_at_zero_or_at_the_cap() -> None:
+    now = [0.0]
+    seq = iter([2, 1, 0])
+    res = drain.wait_until_idle(
+        lambda: next(seq),
+        30,
+        poll_s=1,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    )
+    assert res.drained and res.waited_s == 2
+    now[0] = 0.0
+    res = drain.wait_until_idle(
+        lambda: 5, 3, poll_s=1, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    )
+    assert not res.drained and res.running == 5 and res.waited_s == 3
+
+
+def test_hook_failure_names_the_command(tmp_path) -> None:
+    out = tmp_path / "n"
+    drain.run_hook(f'echo "$SPECDEPLOY_NODE" > {out}', "node-1")
+    assert out.read_text().strip() == "node-1"
+    with pytest.raises(drain.DrainError, match="exited 3: exit 3"):
+        drain.run_hook("exit 3", "node-1")
+
+
+def test_runtime_api_unreachable_and_off_loopback(tmp_path) -> None:
+    with pytest.raises(drain.DrainError, match="unreachable"):
+        drain.haproxy_command(str(tmp_path / "none.sock"), "show stat")
+    with pytest.raises(drain.DrainError, match="not on loopback"):
+        drain.haproxy_command("192.0.2.1:9999", "show stat")
+
+
+@pytest.fixture
+def haproxy(tmp_path):
+    """A real HAProxy (Debian's package) with a two-server backend and a runtime-API socket."""
+    import shutil
+    import subprocess
+    import time
+
+    exe = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sock = tmp_path / "admin.sock"
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(
+        f"global\n  stats socket {sock} mode 600 level admin\n"
+        "defaults\n  mode http\n  timeout connect 1s\n  timeout client 5s\n  timeout server 5s\n"
+        f"frontend fe\n  bind 127.0.0.1:{port}\n  default_backend vllm\n"
+        "backend vllm\n  server node-1 127.0.0.1:9 \n  server node-2 127.0.0.1:10\n"
+    )
+    proc = subprocess.Popen([exe, "-f", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if sock.exists():
+            break
+        assert proc.poll() is None, proc.stdout.read().decode()
+        time.sleep(0.05)
+    yield str(sock)
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_real_haproxy_drain_and_ready(haproxy) -> None:
+    """What the operator would check: show servers state has node-1 draining, then ready."""
+    drain.haproxy_set_state(haproxy, "vllm", "node-1", "drain")
+    state = drain.haproxy_command(haproxy, "show servers state vllm")
+    row = next(line.split() for line in state.splitlines() if " node-1 " in line)
+    # srv_admin_state (column 7) has the DRAIN bit (0x08) set.
+    assert int(row[6]) & 0x08
+    assert drain.haproxy_sessions(haproxy, "vllm", "node-1") == 0
+    drain.haproxy_set_state(haproxy, "vllm", "node-1", "ready")
+    state = drain.haproxy_command(haproxy, "show servers state vllm")
+    row = next(line.split() for line in state.splitlines() if " node-1 " in line)
+    assert int(row[6]) & 0x08 == 0
+    with pytest.raises(drain.DrainError, match=r"refused|no server"):
+        drain.haproxy_set_state(haproxy, "vllm", "node-9", "drain")

@@ -1,0 +1,214 @@
+"""The collection's filter plugins (plugins/filter): the fleet table, a failure's reason, the
+rollout note. Imported as Ansible loads them, through the collection's package path."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "collections"))
+
+from ansible_collections.specdeploy.toolkit.plugins.filter import (  # noqa: E402
+    downtime,
+    release,
+    rollout,
+    status,
+)
+
+
+def slurped(manifest: dict) -> dict:
+    return {"content": base64.b64encode(json.dumps(manifest).encode()).decode()}
+
+
+def test_the_status_table_has_a_row_per_node_and_says_who_was_unreachable() -> None:
+    hostvars = {
+        "node1": {
+            "status_releases": {"current": "0.16.0-abc"},
+            "status_service": {"stdout": "active\n"},
+            "status_manifest": slurped(
+                {
+                    "vllm_version": "0.16.0",
+                    "patches": {"state": "applied"},
+                    "inputs": {
+                        "speculative_config": {
+                            "method": "eagle3",
+                            "num_speculative_tokens": 3,
+                            "num_speculative_tokens_per_batch_size": [[1, 4, 0], [5, 64, 3]],
+                        }
+                    },
+                    "last_validation": {
+                        "status": "passed",
+                        "at": "2026-12-04T01:00:00Z",
+                        "mean_acceptance_length": 2.4567,
+                    },
+                }
+            ),
+        },
+        "node2": {"status_releases": {"unreachable": True}},
+    }
+    starts = [json.dumps({"node": "node1", "window_s": 12.3, "action": "deploy"})]
+    rows = status.status_rows(["node1", "node2"], hostvars, starts)
+    assert rows[0] == {
+        "node": "node1",
+        "release": "0.16.0-abc",
+        "vllm": "0.16.0",
+        "patches": "applied",
+        "service": "active",
+        "downtime": "12.3 s (deploy)",
+        "validation": "passed 2026-12-04T01:00:00Z acceptance 2.46",
+        "deploy": "-",
+        "schedule": [[1, 4, 0], [5, 64, 3]],
+    }
+    assert rows[1]["service"] == "unreachable" and rows[1]["release"] == "-"
+    lines = status.status_table(rows)
+    assert lines[0].split()[:3] == ["NODE", "RELEASE", "VLLM"]
+    assert lines[1].split()[:4] == ["node1", "0.16.0-abc", "0.16.0", "applied"]
+    assert lines[-2] == "fleet: 2 node(s); releases served: 0.16.0-abc"
+    # only the node that serves a schedule gets its line, after the fleet line
+    assert lines[-1] == (
+        "k schedule on node1 (running requests: [first, last, k]): [[1, 4, 0], [5, 64, 3]]"
+    )
+
+
+def test_the_fleet_line_says_when_every_node_serves_one_release_and_when_not() -> None:
+    one = [{"release": "r1"}, {"release": "r1"}]
+    assert status.fleet_line(one) == "fleet: 2 node(s); every node serves r1"
+    two = [{"release": "r1"}, {"release": "r2"}]
+    assert status.fleet_line(two).endswith("one rollout serves one release: run deploy.yml again")
+    assert status.fleet_line([{"release": "-"}]) == "fleet: 1 node(s); releases served: none"
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        ({"msg": "non-zero return code", "stdout": '{"error": "gate failed: tok/s"}'},
+         "Gate: gate failed: tok/s"),
+        ({"msg": "boom", "stdout_lines": ["a", "b", "c"],
+          "stderr_lines": ["x", "Shared connection to n closed."]},
+         "Gate: boom / b / c / x"),
+        ({}, "Gate: failed"),
+    ],
+)  # fmt: skip
+def test_a_failure_reason_keeps_what_says_why(result: dict, expected: str) -> None:
+    assert rollout.failure_reason(result, "Gate") == expected
+
+
+def test_a_long_reason_is_cut_at_a_word() -> None:
+    reason = rollout.failure_reason({"msg": "word " * 400}, "T")
+    assert len(reason) <= len("T: ") + rollout.REASON_LIMIT and reason.endswith("...")
+
+
+def test_the_rollout_note_says_where_the_rollout_stands() -> None:
+    hostvars = {
+        "a": {"deploy_rollout_result": "serving"},
+        "b": {"deploy_rollout_result": "failed"},
+        "c": {},
+        "d": {},
+        "e": {},
+    }
+    note = rollout.rollout_note("r1", "c", ["a", "b", "c", "d", "e"], ["c", "d"], hostvars, 25)
+    assert note == (
+        "Rollout of r1: it serves on a; failed too: b; still running in this stage: d; "
+        "not reached yet: e (the rollout stops after this stage when more than "
+        "specdeploy_rollout_max_fail_percentage=25% of its nodes failed; those are then not "
+        "touched)."
+    )
+    assert rollout.rollout_note("r1", "a", ["a"], ["a"], {"a": {}}) == ""
+    last = rollout.rollout_note("r1", "b", ["a", "b"], ["b"], hostvars)
+    assert last == "Rollout of r1: it serves on a; this is the last stage."
+
+
+def test_a_release_s_paths_are_the_layout_the_node_side_ledger_uses(tmp_path: Path) -> None:
+    from specdeploy.node.module_utils import release as ledger
+
+    paths = release.FilterModule().filters()["release_paths"](str(tmp_path), "0.16.0-abc")
+    assert paths["dir"] == str(tmp_path / "releases" / "0.16.0-abc")
+    assert paths["manifest"] == str(ledger.manifest_path(tmp_path, "0.16.0-abc"))
+    assert paths["python"] == f"{paths['venv_dir']}/bin/python"
+    assert {paths["toolkit_dir"], paths["config_dir"]} == {
+        f"{paths['dir']}/toolkit",
+        f"{paths['dir']}/config",
+    }
+
+
+def test_the_starts_of_a_run_carry_the_validation_of_the_same_release_only() -> None:
+    window = {"window_s": 41.2}
+    hostvars = {
+        "n1": {
+            "vllm_service_downtime": {
+                "release": "r2",
+                "action": "deploy",
+                "restarted": "true",
+                "window": window,
+            },
+            "validation_result": {
+                "release": "r2",
+                "run_id": "run-7",
+                "acceptance": {
+                    "output_tokens_per_s": {"median": 812.5},
+                    "speed_up": {"median": 1.9},
+                },
+                "speed": {"levels": [{"concurrency": 1, "speed_up": 1.9}]},
+            },
+        },
+        "n2": {
+            "vllm_service_downtime": {
+                "release": "r2",
+                "action": "deploy",
+                "restarted": False,
+                "window": None,
+            },
+            "validation_result": {"release": "r1", "run_id": "old"},
+        },
+        "n3": {},
+    }
+    starts = downtime.downtime_starts(["n1", "n2", "n3"], hostvars, "2026-12-04T03:00:00Z")
+    assert [s["node"] for s in starts] == ["n1", "n2"]
+    assert starts[0] == {
+        "node": "n1",
+        "release": "r2",
+        "action": "deploy",
+        "at": "2026-12-04T03:00:00Z",
+        "restarted": True,
+        "window": window,
+        "output_tps": 812.5,
+        "speed_up": 1.9,
+        "levels": [{"concurrency": 1, "speed_up": 1.9}],
+        "baseline": None,
+        "validation_run_id": "run-7",
+    }
+    assert starts[1]["restarted"] is False and starts[1]["validation_run_id"] is None
+    assert starts[1]["output_tps"] is None and starts[1]["speed_up"] is None
+    assert starts[1]["levels"] == []
+
+
+def test_a_baseline_start_is_its_own_entry_with_its_measurement_not_the_validation() -> None:
+    baseline_doc = {"schema": "specdeploy.throughput/1", "levels": [{"concurrency": 1}]}
+    windows = [
+        {"release": "r2", "action": "baseline-start", "restarted": True, "window": None},
+        {"release": "r2", "action": "deploy", "restarted": True, "window": None},
+    ]
+    hostvars = {
+        "n1": {
+            "vllm_service_downtime": windows[-1],
+            "vllm_service_downtimes": windows,
+            "validation_result": {"release": "r2", "run_id": "v1", "speed": {"levels": [1]}},
+            "validation_baseline_start_run": {"rc": 0, "stdout": json.dumps(baseline_doc)},
+        }
+    }
+    first, second = downtime.downtime_starts(["n1"], hostvars, "t")
+    assert (first["action"], first["baseline"], first["levels"]) == (
+        "baseline-start",
+        baseline_doc,
+        [],
+    )
+    assert first["validation_run_id"] is None
+    assert (second["baseline"], second["levels"], second["validation_run_id"]) == (None, [1], "v1")
+    # a baseline run that failed or printed no JSON carries nothing
+    hostvars["n1"]["validation_baseline_start_run"] = {"rc": 2, "stdout": "{}"}
+    assert downtime.downtime_starts(["n1"], hostvars, "t")[0]["baseline"] is None
