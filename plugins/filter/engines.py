@@ -2,6 +2,7 @@
 
 ``sglang_argv``: the SGLang server's command line of a release, built by engines.sglang_argv
 from the same knobs the vLLM unit reads (roles/vllm_service/vars/sglang.yml calls it).
+``engine_requirement``: the package the release venv installs (``vllm==V`` or ``sglang==V``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,20 @@ def sglang_argv(
     )
 
 
+def engine_requirement(eng: str, vllm_version: str, sglang_version: str) -> str:
+    """``name==version`` of the engine package the release venv installs."""
+    return engines.engine_requirement(str(eng), str(vllm_version), str(sglang_version))
+
+
+def backend_names(name: str) -> list[str]:
+    """An expected attention backend as either engine logs it (vLLM's name, SGLang's)."""
+    return [str(name), engines.sglang_backend(str(name))] if name else []
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"sglang_argv": sglang_argv}
+        return {
+            "sglang_argv": sglang_argv,
+            "engine_requirement": engine_requirement,
+            "backend_names": backend_names,
+        }

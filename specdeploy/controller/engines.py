@@ -57,6 +57,44 @@ SGLANG_METRICS = {
 ACCEPT_LOG = re.compile(r"accept len: (?P<len>[0-9.]+), accept rate: (?P<rate>[0-9.]+)")
 
 
+# The SGLang versions a release may pin, with what their wheels require (read off each wheel's
+# METADATA, `pip download --no-deps sglang==V`; tests/unit/test_engines.py re-reads them when
+# the wheels are cached). 0.5.15-0.5.17 pin torch 2.11.0, the GPU machine's; 0.5.18 and later
+# pin 2.13/2.14. The wheels are cp311 manylinux_2_34 (not pure Python: a gRPC extension).
+SGLANG_PINS: dict[str, dict[str, str]] = {
+    "0.5.15": {"torch": "2.11.0", "sglang-kernel": "0.4.4", "flashinfer_python": "0.6.12",
+               "transformers": "5.12.1"},
+    "0.5.16": {"torch": "2.11.0", "sglang-kernel": "0.4.5", "flashinfer_python": "0.6.14",
+               "transformers": "5.12.1"},
+    "0.5.17": {"torch": "2.11.0", "sglang-kernel": "0.4.5",
+               "flashinfer_python": "0.6.15.post1", "transformers": "5.12.1"},
+}  # fmt: skip
+
+
+# vLLM's attention backend names (the toolkit's knobs speak them) and SGLang's for the same
+# kernels (SGLang 0.5.15 server_args.py ATTENTION_BACKEND_CHOICES). SGLang's default for MLA on
+# Hopper is fa3 (server_args.py:4364-4365), which needs sgl_kernel's 1.76 GB flash_ops; Triton
+# served the recorded H200 run and needs no SM90-only kernel, so it is the toolkit's default.
+SGLANG_BACKEND_OF_VLLM = {
+    "TRITON_MLA": "triton",
+    "TRITON_ATTN": "triton",
+    "FLASHINFER_MLA": "flashinfer",
+    "FLASHINFER": "flashinfer",
+    "FLASHMLA": "flashmla",
+    "CUTLASS_MLA": "cutlass_mla",
+    "FLASH_ATTN_MLA": "fa3",
+    "FLASH_ATTN": "fa3",
+}
+SGLANG_DEFAULT_ATTENTION_BACKEND = "triton"
+
+
+def sglang_backend(name: str) -> str:
+    """An attention backend knob (vLLM's name or SGLang's) in SGLang's words; empty: default."""
+    if not name:
+        return SGLANG_DEFAULT_ATTENTION_BACKEND
+    return SGLANG_BACKEND_OF_VLLM.get(name, name)
+
+
 class EngineError(ValueError):
     """Bad engine input: the message is the one-line error the CLI prints (exit 2)."""
 
@@ -65,6 +103,23 @@ def engine(name: str) -> str:
     if name not in ENGINES:
         raise EngineError(f"specdeploy_engine is {name!r}, not one of {', '.join(ENGINES)}")
     return name
+
+
+def sglang_pins(version: str) -> dict[str, str]:
+    """What the pinned SGLang's wheel requires; an unknown version is a one-line error."""
+    if version not in SGLANG_PINS:
+        raise EngineError(
+            f"specdeploy_sglang_version is {version!r}, not one of {', '.join(SGLANG_PINS)}"
+        )
+    return SGLANG_PINS[version]
+
+
+def engine_requirement(eng: str, vllm_version: str, sglang_version: str) -> str:
+    """The package the release venv installs for its engine (``name==version``)."""
+    if engine(eng) == "sglang":
+        sglang_pins(sglang_version)
+        return f"sglang=={sglang_version}"
+    return f"vllm=={vllm_version}"
 
 
 @dataclass(frozen=True)
@@ -112,8 +167,7 @@ def sglang_argv(
                  "--speculative-num-steps", str(spec.num_steps),
                  "--speculative-eagle-topk", str(spec.topk),
                  "--speculative-num-draft-tokens", str(spec.draft_tokens())]  # fmt: skip
-    if attention_backend:
-        argv += ["--attention-backend", attention_backend]
+    argv += ["--attention-backend", sglang_backend(attention_backend)]
     if disable_custom_all_reduce:
         argv.append("--disable-custom-all-reduce")
     return argv + list(extra or [])
@@ -219,7 +273,9 @@ SM120_BAD_BACKENDS = {
     ): "sgl-project/sglang issue 24633 (prefill fails on RTX PRO 6000, 0.5.10)",
     ("sglang", "fa3"): "FA3 kernels are built for SM90 only (sgl_kernel flash_ops)",
 }
-SM120_WORKING_MLA_BACKEND = {"sglang": "flashinfer"}  # fa2 MLA path, sgl-project/sglang issue 12325
+# Triton: no SM90-only kernel (the recorded H200 run served with it); FlashInfer's fa2 MLA path
+# is also reported working on RTX PRO 6000 (sgl-project/sglang issue 12325).
+SM120_WORKING_MLA_BACKEND = {"sglang": SGLANG_DEFAULT_ATTENTION_BACKEND}
 
 
 def sm120_findings(
@@ -250,7 +306,7 @@ def sm120_findings(
             Sm120Finding(
                 "info",
                 f"SM120: attention backend {plan.attention_backend} (the working MLA path)",
-                "sgl-project/sglang issue 12325",
+                "Triton kernels have no SM90-only build; sgl-project/sglang issue 12325 (fa2)",
             )
         )
     plan.findings.append(
@@ -270,8 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="engine-check", description=main.__doc__)
     ap.add_argument("--engine", required=True)
     ap.add_argument("--gates-json", required=True, help="the release's gates (gates.json content)")
+    ap.add_argument(
+        "--sglang-version", default="", help="specdeploy_sglang_version (engine sglang)"
+    )
     args = ap.parse_args(argv)
     try:
+        if engine(args.engine) == "sglang":
+            sglang_pins(args.sglang_version)
         gates = json.loads(args.gates_json)
         if not isinstance(gates, dict):
             raise EngineError("--gates-json is not a JSON object")

@@ -188,12 +188,15 @@ def serve(args: argparse.Namespace, version: str) -> int:
             )
             draft_tokens = steps + 1
         state = sgl.SglState(steps, draft_tokens)
+    # SGLang resolves the backend before it prints its arguments: fa3 for MLA on Hopper
+    # (server_args.py:4364-4365); the recorded run forced triton (server-spec.log)
+    backend = args.attention_backend or "fa3"
     sgl.log(
         f"server_args=ServerArgs(model_path={args.model_path!r}, "
         f"served_model_name={args.served_model_name or args.model_path!r}, "
         f"host={args.host!r}, port={args.port}, tp_size={args.tp_size}, "
         f"context_length={args.context_length}, mem_fraction_static={args.mem_fraction_static}, "
-        f"attention_backend={args.attention_backend!r}, "
+        f"attention_backend={backend!r}, decode_attention_backend=None, "
         f"disable_custom_all_reduce={args.disable_custom_all_reduce}, "
         f"speculative_algorithm={args.speculative_algorithm!r}, "
         f"speculative_draft_model_path={args.draft!r}, "
@@ -233,7 +236,7 @@ def serve(args: argparse.Namespace, version: str) -> int:
                 f"({args.host!r}, {args.port}): {e.strerror}")  # fmt: skip
         return 1
     eng.template = sgl.load_template(state is not None)
-    eng.backend = args.attention_backend or "fa3"
+    eng.backend = backend
     eng.start()
 
     def on_term(signum: int, frame: object) -> None:

@@ -78,7 +78,7 @@ def test_aux_layer_shift_and_drafter_for_the_other_engine_refused():
 
 def test_sm120_refuses_known_bad_and_disables_custom_all_reduce_without_p2p():
     plan = engines.sm120_findings("sglang", (12, 0), p2p=False, tp_size=4, attention_backend="")
-    assert plan.disable_custom_all_reduce and plan.attention_backend == "flashinfer"
+    assert plan.disable_custom_all_reduce and plan.attention_backend == "triton"
     bad = engines.sm120_findings("sglang", (12, 0), True, 4, "trtllm_mla")
     assert any(f.level == "error" and "24633" in f.source for f in bad.findings)
     h200 = engines.sm120_findings("sglang", (9, 0), True, 1, "")
@@ -88,3 +88,53 @@ def test_sm120_refuses_known_bad_and_disables_custom_all_reduce_without_p2p():
 def test_unknown_engine_is_refused():
     with pytest.raises(engines.EngineError, match="not one of vllm, sglang"):
         engines.engine("trtllm")
+
+
+def _cached_sglang_wheels() -> dict[str, Path]:
+    d = Path.home() / ".cache" / "specdeploy" / "wheelhouse"
+    return {p.name.split("-")[1]: p for p in d.glob("sglang-*.whl")} if d.is_dir() else {}
+
+
+def test_sglang_pins_are_what_the_wheels_require():
+    """SGLANG_PINS against each cached wheel's METADATA (pip download --no-deps sglang==V)."""
+    import zipfile
+
+    wheels = _cached_sglang_wheels()
+    if not wheels:
+        pytest.skip("no sglang wheel in ~/.cache/specdeploy/wheelhouse (make setup)")
+    for version, whl in wheels.items():
+        if version not in engines.SGLANG_PINS:
+            continue
+        with zipfile.ZipFile(whl) as z:
+            meta = z.read(f"sglang-{version}.dist-info/METADATA").decode()
+        for name, pin in engines.SGLANG_PINS[version].items():
+            assert f"Requires-Dist: {name}" in meta.replace("[cu13]", "")
+            line = next(ln for ln in meta.splitlines() if ln.startswith(f"Requires-Dist: {name}"))
+            assert line.endswith(f"=={pin}"), line
+
+
+def test_engine_requirement_and_unknown_sglang_version():
+    assert engines.engine_requirement("vllm", "0.16.0", "0.5.15") == "vllm==0.16.0"
+    assert engines.engine_requirement("sglang", "0.16.0", "0.5.17") == "sglang==0.5.17"
+    with pytest.raises(engines.EngineError, match=r"specdeploy_sglang_version is '0\.5\.18'"):
+        engines.engine_requirement("sglang", "0.16.0", "0.5.18")
+    assert (
+        engines.main(["--engine", "sglang", "--gates-json", "{}", "--sglang-version", "0.4"]) == 2
+    )
+
+
+def test_attention_backend_in_sglang_words_default_triton():
+    spec = engines.SpecConfig("/d", num_steps=3)
+    argv = engines.sglang_argv(["s"], "/t", "t", "127.0.0.1", 1, 1, 4096, 0.5, spec)
+    assert dict(itertools.pairwise(argv))["--attention-backend"] == "triton"
+    argv = engines.sglang_argv(["s"], "/t", "t", "127.0.0.1", 1, 1, 4096, 0.5, spec,
+                               attention_backend="FLASHINFER_MLA")  # fmt: skip
+    assert dict(itertools.pairwise(argv))["--attention-backend"] == "flashinfer"
+
+
+def test_engine_log_reads_sglangs_backend_from_the_recorded_server_args_line():
+    from specdeploy.node.service import engine_log
+
+    text = (FIX / "server-spec.log").read_text()  # the real SGLang 0.5.15 server log
+    (choice,) = engine_log.parse_backends(text)
+    assert choice.name == "triton" and choice.mla

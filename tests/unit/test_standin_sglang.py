@@ -134,7 +134,7 @@ def test_launch_form_selects_the_dialect_and_unknown_flags_exit_2(tmp_path):
 
 
 def _sglang_wheel() -> Path | None:
-    for d in (Path.home() / ".cache" / "specdeploy" / "wheels",):
+    for d in (Path.home() / ".cache" / "specdeploy" / "wheelhouse",):
         found = sorted(d.glob("sglang-0.5.1[5-7]-*.whl")) if d.is_dir() else []
         if found:
             return found[0]
@@ -145,7 +145,7 @@ def test_flags_read_from_the_real_sglang_source(tmp_path):
     """The flag set comes from the wheel's server_args.py (dataclass fields + aliases)."""
     whl = _sglang_wheel()
     if whl is None:
-        pytest.skip("no sglang 0.5.15-0.5.17 wheel in ~/.cache/specdeploy/wheels (make setup)")
+        pytest.skip("no sglang 0.5.15-0.5.17 wheel in ~/.cache/specdeploy/wheelhouse (make setup)")
     with zipfile.ZipFile(whl) as z:
         z.extract("sglang/srt/server_args.py", tmp_path)
     flags = sgl.flags_of(tmp_path / "sglang")
@@ -177,3 +177,47 @@ def test_bad_requests_are_400_not_500():
             with pytest.raises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(req, timeout=5)
             assert e.value.code == 400
+
+
+def _run_check(tmp_path: Path, base_url: str, *extra: str) -> tuple[int, dict]:
+    from specdeploy.node.validation import check
+
+    out = tmp_path / f"result-{time.monotonic_ns()}.json"
+    rc = check.main(["all", "--base-url", base_url, "--served-model-name", "tiny-dsv3",
+                     "--out", str(out), "--node", "n", "--release", "r1",
+                     "--max-requests", "8", "--max-tokens", "64", "--warmup", "1",
+                     "--time-budget", "30", *extra])  # fmt: skip
+    return rc, json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_the_checker_reads_acceptance_from_sglangs_own_counters(tmp_path):
+    """The real checker against the SGLang dialect: mean acceptance length from SGLang's
+    counters in vLLM's definition, per position unavailable, a per-position gate refused."""
+    with Standin(profile={"acceptance": [0.8, 0.65, 0.55]}, dialect="sglang") as s:
+        rc, res = _run_check(tmp_path, s.base_url, "--speed-up-waiver", "figures only")
+        assert rc == 0, res.get("reasons")
+        acc = res["acceptance"]
+        assert acc["status"] == "ok" and acc["mode"] == "spec"
+        # profile 0.8/0.65/0.55 -> 1 + 0.8 + 0.65 + 0.55 = 3.0 (vLLM's definition)
+        assert acc["mean_acceptance_length"] == pytest.approx(3.0, abs=0.3)
+        assert acc["draft_acceptance_rate"] == pytest.approx(2 / 3, abs=0.1)
+        assert acc["per_position_acceptance"] is None
+        gates = tmp_path / "gates.json"
+        gates.write_text(json.dumps({"min_mean_acceptance_length": 1.5,
+                                     "per_position_floors": [0.5]}))  # fmt: skip
+        rc, res = _run_check(tmp_path, s.base_url, "--speed-up-waiver", "x",
+                             "--gates", str(gates))  # fmt: skip
+    assert rc != 0
+    assert "per-position acceptance unavailable" in json.dumps(res)
+
+
+def test_recorded_sglang_metrics_in_vllms_terms():
+    snap = metrics.snapshot((FIX / "metrics-spec.txt").read_text(), "tiny-dsv3")
+    zero = metrics.SpecSnapshot("tiny-dsv3", True, 0, 0, 0, (),
+                                {k: metrics.EngineCounters() for k in snap.engines})  # fmt: skip
+    d = metrics.delta(zero, snap, 1.0)
+    # (generated 6144 - 72 requests) / 1922 verifies; SGLang's /server_info said 3.204
+    assert d.mean_acceptance_length == pytest.approx((6144 - 72) / 1922)
+    assert abs(d.mean_acceptance_length - 3.204) < 0.05
+    assert d.per_position_rate is None and not d.per_position_available
+    assert not metrics.snapshot((FIX / "metrics-nospec.txt").read_text(), "tiny-dsv3").present
