@@ -480,16 +480,22 @@ def _check_engine(
 ) -> None:
     """The drafter's engine convention (issue 29): refused before the load, naming it."""
     arch = (target_cfg.get("architectures") or [""])[0]
-    for message in engines.check_drafter_engine(engine, str(arch), drafter_cfg):
+    layers = target_cfg.get("num_hidden_layers")
+    layers = layers if isinstance(layers, int) else None
+    for message in engines.check_drafter_engine(engine, str(arch), drafter_cfg, layers):
         res.add("error", "drafter.engine", message)
-    if engine == "sglang" and res.aux_layers_served:
-        served = engines.served_aux_layers(engine, str(arch), res.aux_layers_served)
-        if served != res.aux_layers_served:
+    eagle = drafter_cfg.get("eagle_config")
+    own = (eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None) or (
+        drafter_cfg.get("eagle_aux_hidden_state_layer_ids")
+    )
+    if engine == "sglang" and isinstance(own, list) and all(isinstance(i, int) for i in own):
+        served = engines.served_aux_layers(engine, str(arch), own)
+        if served != own:
             res.add(
                 "info",
                 "drafter.aux_layers.sglang",
-                f"SGLang feeds the drafter target layers {served} for its ids "
-                f"{res.aux_layers_served} ({arch}: SGLang's ids are vLLM's + 1)",
+                f"SGLang feeds the drafter target layers {served} for its ids {own} "
+                f"({arch}: SGLang captures layer i's input at id i - 1)",
             )
 
 
@@ -553,7 +559,11 @@ def main(argv: list[str] | None = None) -> int:
         weights = None  # null: the probe found no weights to read
         if args.drafter_weights_json and args.drafter_weights_json.strip() != "null":
             weights = parse_inline(args.drafter_weights_json, "--drafter-weights-json")
-        res = check(tcfg, dcfg, args.vllm_version, manifest, ddir, weights)
+        # an SGLang export lists its aux ids in SGLang's convention: checked in vLLM's
+        arch = str((tcfg.get("architectures") or [""])[0])
+        res = check(
+            tcfg, engines.in_vllm_convention(arch, dcfg), args.vllm_version, manifest, ddir, weights
+        )
         _check_engine(res, args.engine, tcfg, dcfg)
         prov_text = args.provenance_json
         if prov_text is None and ddir is not None:

@@ -227,14 +227,48 @@ def served_aux_layers(eng: str, architecture: str, ids: list[int]) -> list[int]:
     return [i + shift for i in ids]
 
 
-def check_drafter_engine(eng: str, architecture: str, drafter_cfg: dict[str, object]) -> list[str]:
+AUX_ID_KEYS = ("eagle_aux_hidden_state_layer_ids",)
+
+
+def drafter_built_for(drafter_cfg: dict[str, object]) -> str:
+    """The engine convention a drafter was exported in (``specdeploy_engine`` in its
+    config.json, written by the drafter pipeline; absent: vLLM's, the published layout)."""
+    return str(drafter_cfg.get("specdeploy_engine", "vllm"))
+
+
+def in_vllm_convention(architecture: str, drafter_cfg: dict[str, object]) -> dict[str, object]:
+    """The drafter's config with its aux ids in vLLM's convention, for the checks that speak it:
+    an SGLang export for a shifted architecture lists ids one lower than vLLM's."""
+    if (
+        drafter_built_for(drafter_cfg) != "sglang"
+        or architecture not in SGLANG_SHIFTED_ARCHITECTURES
+    ):
+        return drafter_cfg
+
+    def shifted(ids: object) -> object:
+        ok = isinstance(ids, list) and all(isinstance(i, int) for i in ids)
+        return [i + 1 for i in ids] if ok else ids  # type: ignore[union-attr]
+
+    out = dict(drafter_cfg)
+    for key in AUX_ID_KEYS:
+        if key in out:
+            out[key] = shifted(out[key])
+    eagle = out.get("eagle_config")
+    if isinstance(eagle, dict):
+        out["eagle_config"] = {k: (shifted(v) if k in AUX_ID_KEYS else v) for k, v in eagle.items()}
+    return out
+
+
+def check_drafter_engine(
+    eng: str, architecture: str, drafter_cfg: dict[str, object], target_layers: int | None = None
+) -> list[str]:
     """Errors for a drafter exported for the other engine's convention (before the load).
 
     The drafter pipeline writes ``specdeploy_engine`` into the drafter's config.json; a drafter
     without it is the llama-style vLLM export. On an architecture SGLang shifts, a vLLM drafter
     on SGLang (or the reverse) feeds the drafter layers it was not trained on.
     """
-    built = drafter_cfg.get("specdeploy_engine", "vllm")
+    built = drafter_built_for(drafter_cfg)
     if built not in ENGINES:
         return [f"drafter config specdeploy_engine is {built!r}, not one of {', '.join(ENGINES)}"]
     errors = []
@@ -244,6 +278,18 @@ def check_drafter_engine(eng: str, architecture: str, drafter_cfg: dict[str, obj
             f"specdeploy_engine is {eng}: {architecture} aux ids shift by one between them; "
             f"export the drafter for {eng}"
         )
+    eagle = drafter_cfg.get("eagle_config")
+    ids = (eagle.get(AUX_ID_KEYS[0]) if isinstance(eagle, dict) else None) or drafter_cfg.get(
+        AUX_ID_KEYS[0]
+    )
+    if eng == "sglang" and built == "vllm" and target_layers and isinstance(ids, list):
+        served = served_aux_layers(eng, architecture, [int(i) for i in ids])
+        beyond = [i for i in served if i >= target_layers]
+        if beyond:  # the recorded H200 run's case: [1, 2, 3] served as [2, 3, 4] of 4 layers
+            errors.append(
+                f"SGLang would feed this drafter target layers {served} for its ids {ids}: "
+                f"{beyond} do not exist in the {target_layers}-layer target"
+            )
     if eng == "sglang" and drafter_cfg.get("norm_before_residual"):
         errors.append(
             "drafter sets norm_before_residual, which SGLang's EAGLE-3 drafter does not have"

@@ -138,3 +138,74 @@ def test_engine_log_reads_sglangs_backend_from_the_recorded_server_args_line():
     text = (FIX / "server-spec.log").read_text()  # the real SGLang 0.5.15 server log
     (choice,) = engine_log.parse_backends(text)
     assert choice.name == "triton" and choice.mla
+
+
+MODELS = Path(__file__).resolve().parents[1] / "fixtures" / "models"
+DRAFTERS = Path(__file__).resolve().parents[1] / "fixtures" / "drafters"
+
+
+def _drafter_check(target: Path, drafter_cfg: dict, engine: str) -> tuple[int, list[dict]]:
+    import contextlib
+    import io
+    import json
+
+    from specdeploy.controller import drafter
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = drafter.main(["--vllm-version", "0.16.0",
+                           "--target-config-json", target.read_text(),
+                           "--drafter-config-json", json.dumps(drafter_cfg),
+                           "--engine", engine, "--json"])  # fmt: skip
+    return rc, json.loads(out.getvalue())["findings"]
+
+
+def _errors(findings: list[dict]) -> list[str]:
+    return [f["message"] for f in findings if f["level"] == "error"]
+
+
+@pytest.mark.parametrize(
+    ("drafter_dir", "engine", "refused"),
+    [
+        ("tiny-dsv3-eagle3", "vllm", None),
+        ("tiny-dsv3-eagle3", "sglang", "exported for vllm"),
+        ("tiny-dsv3-eagle3-sglang", "sglang", None),
+        ("tiny-dsv3-eagle3-sglang", "vllm", "exported for sglang"),
+    ],
+)
+def test_drafter_check_knows_the_engine_on_the_recorded_tiny_target(drafter_dir, engine, refused):
+    """The recorded H200 run's pair: vLLM's drafter (ids [1, 2, 3]) and SGLang's export (ids
+    [0, 1, 2], the same layers in SGLang's convention) on the 4-layer DeepSeek-V3 target."""
+    import json
+
+    cfg = json.loads((MODELS / drafter_dir / "config.json").read_text())
+    rc, findings = _drafter_check(MODELS / "tiny-dsv3" / "config.json", cfg, engine)
+    errors = _errors(findings)
+    if refused is None:
+        assert rc == 0 and errors == [], errors
+    else:
+        assert rc == 1 and any(refused in e and f"specdeploy_engine is {engine}" in e
+                               for e in errors), errors  # fmt: skip
+    if drafter_dir == "tiny-dsv3-eagle3" and engine == "sglang":
+        # the hand run's failure, named: layer 4 of a 4-layer target
+        assert any("target layers [2, 3, 4]" in e and "[4] do not exist" in e for e in errors)
+
+
+def test_kimi_drafter_for_sglang_is_checked_in_vllms_convention():
+    """Kimi-K2.5 (61 layers) with the published-layout drafter (ids [1, 29, 57]): SGLang needs
+    the export with ids [0, 28, 56]; the checks see both as the same target layers."""
+    import json
+
+    target = DRAFTERS / "kimi-k2.5" / "config.json"
+    cfg = json.loads((DRAFTERS / "kimi-k25-eagle3-fixed" / "config.json").read_text())
+    assert _drafter_check(target, cfg, "vllm")[0] == 0
+    rc, findings = _drafter_check(target, cfg, "sglang")
+    assert rc == 1 and any("exported for vllm" in e for e in _errors(findings))
+    sgl = dict(cfg, specdeploy_engine="sglang",
+               eagle_aux_hidden_state_layer_ids=[0, 28, 56],
+               eagle_config={**cfg["eagle_config"],
+                             "eagle_aux_hidden_state_layer_ids": [0, 28, 56]})  # fmt: skip
+    rc, findings = _drafter_check(target, sgl, "sglang")
+    assert rc == 0, _errors(findings)
+    assert any("target layers [1, 29, 57] for its ids [0, 28, 56]" in f["message"]
+               for f in findings)  # fmt: skip
