@@ -375,10 +375,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sglang-version", default="", help="specdeploy_sglang_version (engine sglang)"
     )
+    ap.add_argument("--api-key-set", choices=["true", "false"], default="false")
     args = ap.parse_args(argv)
     try:
         if engine(args.engine) == "sglang":
             sglang_pins(args.sglang_version)
+            if args.api_key_set == "true":
+                # SGLang 0.5.15 reads its key only from --api-key (server_args.py api_key; no
+                # environment variable): it would sit in the unit and in every `ps` listing.
+                raise EngineError(
+                    "specdeploy_engine sglang with an API key is not supported yet: SGLang "
+                    "takes the key only on its command line (--api-key), readable in ps"
+                )
         gates = json.loads(args.gates_json)
         if not isinstance(gates, dict):
             raise EngineError("--gates-json is not a JSON object")

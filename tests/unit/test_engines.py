@@ -121,6 +121,9 @@ def test_engine_requirement_and_unknown_sglang_version():
     assert (
         engines.main(["--engine", "sglang", "--gates-json", "{}", "--sglang-version", "0.4"]) == 2
     )
+    ok = ["--engine", "sglang", "--gates-json", "{}", "--sglang-version", "0.5.15"]
+    assert engines.main(ok) == 0
+    assert engines.main([*ok, "--api-key-set", "true"]) == 2  # SGLang: key only in argv
 
 
 def test_attention_backend_in_sglang_words_default_triton():
