@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import drafter_provenance as provenance
+from specdeploy.controller import engines
 from specdeploy.node import cli, jsontext
 from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
 from specdeploy.node.patching.patches import Manifest, UsageError
@@ -474,6 +475,30 @@ def check_provenance(
         )
 
 
+def _check_engine(
+    res: Result, engine: str, target_cfg: dict[str, Any], drafter_cfg: dict[str, Any]
+) -> None:
+    """The drafter's engine convention (issue 29): refused before the load, naming it."""
+    arch = (target_cfg.get("architectures") or [""])[0]
+    layers = target_cfg.get("num_hidden_layers")
+    layers = layers if isinstance(layers, int) else None
+    for message in engines.check_drafter_engine(engine, str(arch), drafter_cfg, layers):
+        res.add("error", "drafter.engine", message)
+    eagle = drafter_cfg.get("eagle_config")
+    own = (eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None) or (
+        drafter_cfg.get("eagle_aux_hidden_state_layer_ids")
+    )
+    if engine == "sglang" and isinstance(own, list) and all(isinstance(i, int) for i in own):
+        served = engines.served_aux_layers(engine, str(arch), own)
+        if served != own:
+            res.add(
+                "info",
+                "drafter.aux_layers.sglang",
+                f"SGLang feeds the drafter target layers {served} for its ids {own} "
+                f"({arch}: SGLang captures layer i's input at id i - 1)",
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="drafter-check",
@@ -512,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
         "endpoint; raw: completions); warns when the drafter was trained on another",
     )
     ap.add_argument("--manifest", type=Path, help="patches/vllm/manifest.yml")
+    ap.add_argument(
+        "--engine",
+        choices=engines.ENGINES,
+        default="vllm",
+        help="the engine that will serve: a drafter exported for the other one is refused",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -528,7 +559,12 @@ def main(argv: list[str] | None = None) -> int:
         weights = None  # null: the probe found no weights to read
         if args.drafter_weights_json and args.drafter_weights_json.strip() != "null":
             weights = parse_inline(args.drafter_weights_json, "--drafter-weights-json")
-        res = check(tcfg, dcfg, args.vllm_version, manifest, ddir, weights)
+        # an SGLang export lists its aux ids in SGLang's convention: checked in vLLM's
+        arch = str((tcfg.get("architectures") or [""])[0])
+        res = check(
+            tcfg, engines.in_vllm_convention(arch, dcfg), args.vllm_version, manifest, ddir, weights
+        )
+        _check_engine(res, args.engine, tcfg, dcfg)
         prov_text = args.provenance_json
         if prov_text is None and ddir is not None:
             pfile = ddir / provenance.FILE_NAME

@@ -7,7 +7,8 @@ Two parts, each with its own fingerprint and archive:
   itself with the patcher that built it and a rollback brings that exact tool back. This
   fingerprint is part of the release id: new node code means a new release. Controller code,
   tests, the bench, the demo and the stand-in are not in it, so editing them rebuilds nothing.
-- ``standin``: the CI stand-in for the GPU server and the recorded vLLM output it replays.
+- ``standin``: the CI stand-in for the GPU server and the recorded vLLM (and SGLang) output it
+  replays.
   Shipped to sandbox nodes only (specdeploy_server_standin), into a directory of its own,
   never into a release and never into the release id.
 Exit codes: 0 ok, 2 usage or I/O error.
@@ -56,7 +57,11 @@ PARTS = {
     ),
     "standin": Part(
         dirs=("tests/standin", "tests/fixtures/vllm-0.20.2"),
-        files=(),
+        # the SGLang dialect's /metrics templates (the recorded SGLang 0.5.15 exposition)
+        files=(
+            "tests/fixtures/sglang-0.5.15-h200/metrics-spec.txt",
+            "tests/fixtures/sglang-0.5.15-h200/metrics-nospec.txt",
+        ),
         # The harness drives the stand-in from tests; the profiles are test data (the profile
         # a node runs is rendered from specdeploy_standin_profile into its release).
         exclude=(

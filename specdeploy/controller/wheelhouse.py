@@ -22,6 +22,10 @@ SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
 # A second supported version, for the tests that roll between releases of different vLLM, and
 # the first with a k schedule by batch size the GPU tier runs (tests/integration/test_k_schedule).
 EXTRA_SANDBOX_VLLM = ("0.17.1", "0.26.0")
+# The SGLang the sandbox's specdeploy_engine=sglang releases pin (tests/integration/
+# test_engine_sglang.py): its 12.8 MB wheel, installed --no-deps like vLLM's there (the stand-in
+# reads its server_args.py), not torch and the CUDA stack it requires.
+SANDBOX_SGLANG = ("0.5.15",)
 
 
 def platform_args(python_version: str, machine: str, glibc: str) -> list[str]:
@@ -119,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         for requirement in [
             *node_needs,
             *(f"vllm=={v}" for v in args.vllm or sandbox_vllm_versions()),
+            *(f"sglang=={v}" for v in SANDBOX_SGLANG),
         ]:
             download(wheelhouse, requirement)
     except subprocess.CalledProcessError as error:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 STANDIN = Path(__file__).resolve().parent / "vllm_standin.py"
+STANDIN_SGLANG = Path(__file__).resolve().parent / "sglang_standin.py"
 PYTHON = os.environ.get("SPECDEPLOY_STANDIN_PYTHON", sys.executable)
 
 
@@ -40,6 +41,7 @@ class Standin:
         env: dict[str, str] | None = None,
         wait: bool = True,
         spec_config: dict[str, Any] | None = None,
+        dialect: str = "vllm",
     ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -62,7 +64,17 @@ class Standin:
             "--port",
             str(self.port),
         ]
-        if spec_config is not None:
+        if dialect == "sglang":  # launched as `python -m sglang.launch_server` is
+            self.args = [PYTHON, str(STANDIN_SGLANG), "--model-path", model_path,
+                         "--served-model-name", served_name, "--host", "127.0.0.1",
+                         "--port", str(self.port), "--enable-metrics"]  # fmt: skip
+            if spec_tokens:
+                self.args += ["--speculative-algorithm", "EAGLE3",
+                              "--speculative-draft-model-path", "/nonexistent/drafter",
+                              "--speculative-num-steps", str(spec_tokens),
+                              "--speculative-eagle-topk", "1",
+                              "--speculative-num-draft-tokens", str(spec_tokens + 1)]  # fmt: skip
+        elif spec_config is not None:
             self.args += ["--speculative-config", json.dumps(spec_config)]
         elif spec_tokens:
             self.args += [

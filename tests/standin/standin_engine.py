@@ -223,6 +223,7 @@ class Engine:
             "prompt_tokens": 0,
             "generation_tokens": 0,
             "requests": 0,
+            "steps": 0,  # engine steps (SGLang's decode log counts batches)
         }
         self.per_pos = [0] * self.k
         self.running = 0
@@ -265,6 +266,7 @@ class Engine:
             if delay > 0:
                 time.sleep(delay)
             with self.lock:
+                self.c["steps"] += 1
                 for _req, gained, acc in out:
                     self.c["generation_tokens"] += gained
                     if k:  # a schedule's k=0 step drafts nothing: vLLM counts no draft

@@ -470,6 +470,12 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("--model"):
+        # launched the way `python -m sglang.launch_server --model-path M` is: SGLang's dialect
+        import sglang_standin
+
+        return sglang_standin.main(argv)
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)

@@ -38,7 +38,9 @@ def test_the_standin_part_is_the_standin_and_its_recordings_only():
     files = relative("standin")
     assert "tests/standin/vllm_standin.py" in files
     assert "tests/fixtures/vllm-0.20.2/metrics-spec.txt" in files
-    assert all(f.startswith(("tests/standin/", "tests/fixtures/vllm-0.20.2/")) for f in files)
+    assert "tests/fixtures/sglang-0.5.15-h200/metrics-spec.txt" in files  # the SGLang dialect
+    recorded = ("tests/fixtures/vllm-0.20.2/", "tests/fixtures/sglang-0.5.15-h200/metrics-")
+    assert all(f.startswith(("tests/standin/", *recorded)) for f in files)
     assert not any("/profiles/" in f or f.endswith("harness.py") for f in files)
 
 
@@ -72,6 +74,7 @@ def checkout(tmp_path):
         "patches",
         "tests/standin",
         "tests/fixtures/vllm-0.20.2",
+        "tests/fixtures/sglang-0.5.15-h200",
         "tests/testbed",
         "scripts",
     ):

@@ -57,6 +57,15 @@ _INVALID_RE = re.compile(
     r"Selected backend (?:AttentionBackendEnum\.)?(?P<name>[A-Z0-9_]+) is not valid for this "
     r"configuration\. Reason: (?P<reasons>\[.*\])"
 )
+# SGLang prints its resolved arguments once: server_args=ServerArgs(..., attention_backend='triton',
+# ...) (tests/fixtures/sglang-0.5.15-h200, the recorded H200 run's server log).
+_SGLANG_ARGS_RE = re.compile(
+    r"server_args=ServerArgs\(.*?\battention_backend='(?P<name>[a-z0-9_]+)'"
+)
+# SGLang backends that serve MLA (server_args.py ATTENTION_BACKEND_CHOICES; triton does both).
+SGLANG_MLA_BACKENDS = frozenset(
+    {"triton", "flashinfer", "flashmla", "cutlass_mla", "fa3", "trtllm_mla", "cutedsl_mla"}
+)
 _AUX_RE = re.compile(
     r"Using auxiliary layers from speculative config: (?P<layers>[\[(][^\])]*[\])])"
 )
@@ -282,6 +291,11 @@ def parse_backends(text: str) -> list[BackendChoice]:
         m = _FORCED_RE.search(line)
         if m and "MoE" not in line:
             out.append(_choice(m, forced=True, cands=(), lineno=lineno))
+            continue
+        m = _SGLANG_ARGS_RE.search(line)
+        if m:
+            name = m.group("name")
+            out.append(BackendChoice(name, True, (), name in SGLANG_MLA_BACKENDS, "", None, lineno))
     return out
 
 

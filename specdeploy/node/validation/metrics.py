@@ -9,6 +9,10 @@ Runs on the node (standard library only).
   ``v1/spec_decode/metrics.py`` (``SpecDecodingProm``), keeps only the series whose
   ``model_name`` label matches, and sums over the ``engine`` label (per position for the
   per-position counter).
+* SGLang (issue 29) has none of vLLM's counters: :func:`snapshot` then reads SGLang's
+  (``sglang:spec_verify_calls_total``, ``sglang:generation_tokens_total``,
+  ``sglang:num_requests_total``, the gauge ``sglang:spec_num_draft_tokens``) into the same
+  shape, see :func:`sglang_snapshot`; per position stays unavailable (SGLang counts none).
 * :func:`delta` subtracts two snapshots; a counter that went down (or an engine whose series
   disappeared, or a changed ``_created`` timestamp) raises :class:`CounterReset` instead of
   producing nonsense numbers.
@@ -30,6 +34,12 @@ ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 SPEC_COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS)
 _CREATED = DRAFTS[: -len("_total")] + "_created"
+# SGLang 0.5.15's counters (observability/metrics_collector.py:1434-1442, 1635-1649: all three
+# counted when a request finishes) and the gauge of its draft tokens per verify (:431-436).
+SGL_VERIFY = "sglang:spec_verify_calls_total"
+SGL_GENERATED = "sglang:generation_tokens_total"
+SGL_REQUESTS = "sglang:num_requests_total"
+SGL_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
 
 LOG_PREFIX = "SpecDecoding metrics: "
 # vLLM's format string, verbatim (v1/spec_decode/metrics.py, SpecDecodingLogging.log).
@@ -223,6 +233,10 @@ def snapshot(text: str, model_name: str | None, timestamp: float = 0.0) -> SpecS
     counters missing) raises :class:`MetricsError`.
     """
     samples = parse_exposition(text)
+    if not any(s.name in SPEC_COUNTERS for s in samples) and any(
+        s.name == SGL_VERIFY for s in samples
+    ):
+        return sglang_snapshot(samples, model_name, timestamp)
     seen_names: set[str] = set()
     models_seen: set[str] = set()
     eng: dict[str, dict[str, object]] = {}
@@ -285,6 +299,71 @@ def snapshot(text: str, model_name: str | None, timestamp: float = 0.0) -> SpecS
         engines,
         timestamp,
         others,
+    )
+
+
+def sglang_snapshot(
+    samples: list[Sample], model_name: str | None, timestamp: float = 0.0
+) -> SpecSnapshot:
+    """SGLang's counters in vLLM's terms, so every gate and output reads one shape.
+
+    SGLang counts verifies (target forward passes over drafts) and generated tokens, not
+    accepted drafts. A request's first token comes from its prefill, every later one from a
+    verify, which emits the correct drafts plus one bonus token. So over any interval:
+
+        drafts (vLLM: one per request per speculative step) = verify calls
+        accepted drafts = generated tokens - finished requests - verify calls
+        mean acceptance length = 1 + accepted / drafts = (generated - requests) / verifies
+
+    which is vLLM's definition (1 + accepted / drafts, the bonus token included) and SGLang's
+    own ``accept len`` (log line, ``sglang:spec_accept_length``, ``/server_info``: (correct +
+    verifies) / verifies). Tokens a verify produced past ``max_tokens`` are cut and not counted,
+    so it can read slightly low (at most k per request). SGLang's per-request ``meta_info``
+    ``spec_accept_length`` (completion tokens / verifies) counts the prefill's token too: it is
+    higher by 1 / verifies. On the recorded H200 run: (6144 - 72) / 1922 = 3.16, /server_info
+    3.20 (tests/fixtures/sglang-0.5.15-h200/metrics-spec.txt). Draft tokens = verifies x
+    (num_draft_tokens - 1). Per position: none (unavailable).
+    """
+    eng: dict[str, dict[str, float]] = {}
+    others: set[str] = set()
+    for s in samples:
+        if s.name not in (SGL_VERIFY, SGL_GENERATED, SGL_REQUESTS, SGL_DRAFT_TOKENS):
+            continue
+        mname = s.labels.get("model_name", "")
+        if model_name is not None and mname != model_name:
+            others.add(mname)
+            continue
+        if not math.isfinite(s.value) or s.value < 0:
+            raise MetricsError(f"{s.name} is {s.value!r}")
+        key = s.labels.get("engine_type", "") if model_name is not None else mname
+        e = eng.setdefault(key, {})
+        if s.name == SGL_DRAFT_TOKENS:
+            e[s.name] = max(e.get(s.name, 0.0), s.value)
+        else:
+            e[s.name] = e.get(s.name, 0.0) + s.value
+    engines: dict[str, EngineCounters] = {}
+    for key, e in eng.items():
+        if SGL_VERIFY not in e:
+            continue
+        missing = [n for n in (SGL_GENERATED, SGL_REQUESTS) if n not in e]
+        if missing:
+            raise MetricsError("incomplete SGLang counters, missing: " + ", ".join(missing))
+        verify = e[SGL_VERIFY]
+        accepted = max(0.0, e[SGL_GENERATED] - e[SGL_REQUESTS] - verify)
+        per_verify = max(0.0, e.get(SGL_DRAFT_TOKENS, 0.0) - 1)
+        engines[key] = EngineCounters(verify, verify * per_verify, accepted, {}, None)
+    if not engines:
+        return SpecSnapshot(model_name, False, 0.0, 0.0, 0.0, (), {}, timestamp, tuple(others))
+    return SpecSnapshot(
+        model_name,
+        True,
+        sum(ec.num_drafts for ec in engines.values()),
+        sum(ec.num_draft_tokens for ec in engines.values()),
+        sum(ec.num_accepted_tokens for ec in engines.values()),
+        (),
+        engines,
+        timestamp,
+        tuple(sorted(others)),
     )
 
 

@@ -76,7 +76,7 @@ def test_speed_up_below_one_rolls_back(node, ids):
     assert run.rc == 2, run.message
     if first_release_of(run) == ids["B"]:  # (unless the toolkit was edited meanwhile)
         assert not node.manifest(ids["B"])["history"][0].get("previous_status")  # not rebuilt
-        installs = [r for name, r in run.results() if "install the pinned vllm" in name.lower()]
+        installs = [r for name, r in run.results() if "install the pinned engine" in name.lower()]
         assert not any(r.get("changed") for r in installs)  # reused, nothing installed
     assert "speed" in run.message.lower() and "failed a check or gate" in run.message
     assert f"Rolled back automatically: release {ids['A']} serves again" in run.message

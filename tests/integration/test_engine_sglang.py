@@ -1,0 +1,117 @@
+"""`specdeploy_engine: sglang` on a sandbox node (issue 29): a release that carries SGLang (the
+real sglang 0.5.15 wheel in its venv, installed --no-deps as vLLM's is in the sandbox), its
+unit launching `sglang.launch_server` (the stand-in's SGLang dialect, fitted to the recorded
+H200 run), the gates from SGLang's own counters, and rollback across engines.
+
+One node, one chain of three deploys (each costs minutes under load):
+
+1. vLLM (the sandbox's default engine): the release to roll back to;
+2. SGLang with the SGLang-exported drafter: passes the gates; per-position acceptance is
+   "unavailable"; the release's venv holds sglang and no vLLM;
+3. the same SGLang deploy again: changed=0;
+then `make rollback` (playbooks/rollback.yml) brings the vLLM release back, serving.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_deploy_support import Deploy, NodeState, exec_start_argv, flag_value, stage_models
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(3000)]
+
+SGLANG = {
+    "specdeploy_engine": "sglang",
+    "specdeploy_drafter_path": "/srv/models/tiny-dsv3-eagle3-sglang",
+}
+
+
+class Chain:
+    def __init__(self, cluster, root) -> None:
+        self.play = Deploy(cluster)
+        self.node = NodeState(cluster)
+        self.host = self.play.host
+        self.root = root
+        self.runs = 0
+
+    def run(self, playbook: str, extra: dict):
+        run = self.play(playbook, extra={"validation_report_root": str(self.root), **extra},
+                        timeout=1500)  # fmt: skip
+        self.runs += 1
+        (self.root / f"run-{self.runs}.log").write_text(run.stdout + run.stderr)
+        return run
+
+    def result(self, release: str) -> dict:
+        path = f"/var/log/specdeploy/validation/{release}.json"
+        return json.loads(self.node.sh(f"sudo -n cat {path}"))
+
+
+@pytest.fixture(scope="module")
+def chain(cluster, tmp_path_factory):
+    c = Chain(cluster, tmp_path_factory.mktemp("reports"))
+    cluster.set_scenario(cluster.nodes[0], "healthy")
+    stage_models(c.play)
+    return c
+
+
+@pytest.fixture(scope="module")
+def vllm_release(chain):
+    run = chain.run("deploy.yml", {})
+    assert run.returncode == 0, run.tail()
+    return chain.node.current_release()
+
+
+@pytest.fixture(scope="module")
+def sglang_release(chain, vllm_release):
+    run = chain.run("deploy.yml", SGLANG)
+    assert run.returncode == 0, run.tail()
+    release = chain.node.current_release()
+    assert release != vllm_release and release.startswith("sglang-0.5.15-")
+    return release
+
+
+def test_sglang_release_serves_and_passes_sglangs_own_gates(chain, sglang_release):
+    node = chain.node
+    unit = node.sh("sudo -n cat /etc/systemd/system/vllm.service")
+    argv = exec_start_argv(unit)
+    assert argv[1].endswith("/tests/standin/sglang_standin.py"), argv  # the stand-in, named
+    assert flag_value(argv, "--speculative-algorithm") == "EAGLE3"
+    assert flag_value(argv, "--speculative-draft-model-path") == SGLANG["specdeploy_drafter_path"]
+    assert flag_value(argv, "--speculative-num-steps") == "3"
+    assert flag_value(argv, "--speculative-eagle-topk") == "1"
+    assert flag_value(argv, "--speculative-num-draft-tokens") == "4"
+    assert flag_value(argv, "--tp-size") == "8"
+    assert flag_value(argv, "--attention-backend") == "triton"
+    assert "--enable-metrics" in argv and "--speculative-config" not in argv
+    # the same hardening as the vLLM unit
+    assert "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit
+    # the release's venv carries the real sglang wheel, and no vLLM
+    venv = f"/opt/specdeploy/releases/{sglang_release}/venv"
+    show = node.sh(f"sudo -n {venv}/bin/python -m pip list --format=json")
+    names = {p["name"].lower(): p["version"] for p in json.loads(show)}
+    assert names.get("sglang") == "0.5.15" and "vllm" not in names, names
+    # gates judged on SGLang's counters, in vLLM's definition; per position unavailable
+    res = chain.result(sglang_release)
+    assert res["status"] == "pass", res.get("reasons")
+    acc = res["acceptance"]
+    assert acc["mean_acceptance_length"] >= 1.5 and acc["per_position_acceptance"] is None
+    # SGLang's own log lines, through the journal
+    log = node.sh("sudo -n journalctl -u vllm.service -o cat --no-pager | tail -n 400")
+    assert "The server is fired up and ready to roll!" in log and "accept len:" in log
+
+
+def test_redeploy_of_the_sglang_release_changes_nothing(chain, sglang_release):
+    run = chain.run("deploy.yml", SGLANG)
+    assert run.returncode == 0, run.tail()
+    assert run.recap(chain.host)["changed"] == 0, run.changed_tasks()
+    assert chain.node.current_release() == sglang_release
+
+
+def test_rollback_to_the_vllm_release(chain, vllm_release, sglang_release):
+    run = chain.run("playbooks/rollback.yml", SGLANG)
+    assert run.returncode == 0, run.tail()
+    assert chain.node.current_release() == vllm_release
+    argv = exec_start_argv(chain.node.sh("sudo -n cat /etc/systemd/system/vllm.service"))
+    assert "serve" in argv and "--speculative-config" in argv, argv
+    assert chain.node.sh("systemctl is-active vllm.service").strip() == "active"
