@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import subprocess
@@ -154,10 +155,24 @@ class Balancer:
             )
         return out
 
-    def drain(self, node: str) -> str:
+    def drain(self, node: str, wait_s: float = 0.0) -> str:
+        """Out of rotation; with HAProxy, then wait (at most wait_s) until the balancer's own
+        sessions to the node ended: a response is over for the client only then, a moment
+        after the engine's gauge dropped."""
         if self.kind == "haproxy":
             haproxy_set_state(self.haproxy, self.backend, self.server, "drain")
-            return f"{node}: out of rotation (HAProxy {self.backend}/{self.server} state drain)"
+            waited = wait_until_idle(
+                lambda: haproxy_sessions(self.haproxy, self.backend, self.server), wait_s, 0.2
+            )
+            ended = (
+                f"its sessions ended in {waited.waited_s:.1f} s"
+                if waited.drained
+                else f"{waited.running:g} session(s) still open after {waited.waited_s:.1f} s"
+            )
+            return (
+                f"{node}: out of rotation (HAProxy {self.backend}/{self.server} state drain; "
+                f"{ended})"
+            )
         if self.kind == "hooks":
             run_hook(self.drain_command, node, self.hook_timeout_s)
             return f"{node}: out of rotation (specdeploy_drain_command ran)"
@@ -196,8 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", default="")
     parser.add_argument("--drain-command", default="")
     parser.add_argument("--undrain-command", default="")
+    parser.add_argument(
+        "--wait-s", type=float, default=0.0, help="drain: wait this long for HAProxy's sessions"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if not math.isfinite(args.wait_s) or args.wait_s < 0:
+        print(f"drain: error: --wait-s {args.wait_s}: not a finite number >= 0", file=sys.stderr)
+        return 2
     balancer = Balancer(
         args.haproxy, args.backend, args.server, args.drain_command, args.undrain_command
     )
@@ -206,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"drain: error: {'; '.join(problems)}", file=sys.stderr)
         return 2
     try:
-        text = getattr(balancer, args.action)(args.node)
+        if args.action == "drain":
+            text = balancer.drain(args.node, args.wait_s)
+        else:
+            text = getattr(balancer, args.action)(args.node)
         rc = 0
     except DrainError as e:
         text, rc = f"{args.node}: {args.action} failed: {e}", 1

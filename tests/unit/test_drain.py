@@ -104,8 +104,9 @@ def test_cli_drains_and_puts_back_through_the_runtime_api(haproxy, capsys) -> No
     args = ["--node", "node-1", "--haproxy", haproxy, "--backend", "vllm", "--server", "node-1"]
     assert drain.main(["check", *args]) == 0
     assert "HAProxy vllm/node-1 found" in capsys.readouterr().out
-    assert drain.main(["drain", *args]) == 0
+    assert drain.main(["drain", *args, "--wait-s", "5"]) == 0
     assert "out of rotation" in capsys.readouterr().out
+    assert drain.main(["drain", *args, "--wait-s", "inf"]) == 2
     state = drain.haproxy_command(haproxy, "show servers state vllm")
     row = next(line.split() for line in state.splitlines() if " node-1 " in line)
     assert int(row[6]) & 0x08
