@@ -43,6 +43,7 @@ ESTIMATE_S = {
     "test_faults_first": 780,
     "test_faults_build": 650,
     "test_fleet": 700,
+    "test_live_traffic": 1400,  # measured at load 11-13 beside other sessions: 1403 s
     "test_controller_wheelhouse": 600,
     "test_schedule": 645,
     "test_advise": 400,
