@@ -8,10 +8,13 @@ range starting at 1, sorted and non-overlapping; a gap carries the previous k fo
 k holds up to ``max_num_seqs`` (vllm/v1/spec_decode/dynamic/utils.py). ``num_speculative_tokens``
 must be the largest k of the schedule.
 
-derive() evaluates the advisor's prediction (Advice.speed_up_at) at every batch size from 1 to
-``max_num_seqs``: the best k where it beats speculation off by ``margin``, else 0; boundaries
-between the measured levels therefore fall where the model's curves cross. Beyond the largest
-measured level the schedule keeps that level's k (the model is not extrapolated past it).
+derive() picks k at the measured levels only: the advisor's best k there (Advice.speed_up_at)
+where it beats speculation off by ``margin``, else 0. Between two measured levels it switches
+once, from the lower level's k to the upper one's, at the first batch size where the model
+prefers the upper one; a third k is never put between them (the model's curves between levels
+are not measurements: on the 256-expert H200 sweep, choosing among every k at every batch size
+gave k=1 at 39-63 where k=3 measured best at both 32 and 64). Below the smallest measured level
+the schedule keeps that level's k, beyond the largest too (the model is not extrapolated).
 
     python -m specdeploy.controller.schedule --per-position 0.84,0.66,0.50 \\
         --spec-tps 1=362,4=1184,16=4234,64=9732 --baseline-tps 1=551,4=1387,16=3176,64=8845 \\
@@ -57,24 +60,32 @@ class Derived:
 def derive(
     adv: advisor.Advice, max_num_seqs: int, *, k_max: int | None = None, margin: float = MARGIN
 ) -> Derived:
-    """k per batch size 1..max_num_seqs from the advisor's model, compressed into ranges."""
+    """k per batch size 1..max_num_seqs, compressed into ranges (see the module's doc)."""
     if max_num_seqs < 1:
         raise ScheduleError(f"max_num_seqs {max_num_seqs}: want >= 1")
     ks = range(1, (k_max or len(adv.all_rates)) + 1)
+
+    def value(k: int, c: int) -> float:
+        # off is worth 1.0, and a k must beat it by the margin to be worth drafting
+        return 1.0 + margin if k == 0 else adv.speed_up_at(c, k)
+
+    def best_at(level: int) -> int:
+        k = max(ks, key=lambda kk: adv.speed_up_at(level, kk))
+        return k if adv.speed_up_at(level, k) >= 1.0 + margin else 0
+
+    levels = sorted(adv.levels)
+    chosen = {level: best_at(level) for level in levels}
     per_c: list[int] = []
-    predicted: dict[int, float] = {}
-    top = max(adv.levels)
     for c in range(1, max_num_seqs + 1):
-        best_k, best = 0, 1.0
-        for k in ks:
-            # beyond the largest measured level: that level's prediction (not extrapolated)
-            su = adv.speed_up_at(min(c, top), k)
-            if su > best:
-                best_k, best = k, su
-        if best < 1.0 + margin:
-            best_k, best = 0, 1.0
-        per_c.append(best_k)
-        predicted[c] = best
+        below = [lv for lv in levels if lv <= c]
+        above = [lv for lv in levels if lv > c]
+        if not below or not above:  # outside the measured levels: the nearest one's k
+            per_c.append(chosen[below[-1] if below else above[0]])
+            continue
+        low, high = chosen[below[-1]], chosen[above[0]]
+        switched = bool(per_c) and per_c[-1] == high and c > below[-1]
+        per_c.append(high if switched or value(high, c) > value(low, c) else low)
+    predicted = {c: (1.0 if k == 0 else adv.speed_up_at(c, k)) for c, k in enumerate(per_c, 1)}
     return Derived(compress(per_c), predicted)
 
 

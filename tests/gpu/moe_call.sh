@@ -14,6 +14,16 @@
 #         background, then wait like `wait`
 #   wait  wait up to WAIT_S seconds (default 540) for the plan, then pack what it has;
 #         STOP=1 first asks the plan to stop after the run in progress
+# VLLM_VERSION (default 0.20.2) picks the staging recipe (tests/gpu/vllm_versions.sh). With a
+# recipe of the `members` layout (0.26.0: .gpu-stage/vllm-0.26.0/p1..p4) the steps are
+#   1     part 1 (vLLM's Python side + the dependency wheels) unpacked into /tmp/site, the
+#         model build started in the background, then tests/gpu/vllm_check.py with the kernel
+#         libraries stubbed: the version and the serving imports, and vLLM's own parser on the
+#         rendered units (UNITS); exits 16 when that fails, so a bad staging costs one call
+#   partN unpack part N (2, 3, ...) on arrival
+#   3     unpack the last part, vllm_check.py --engine-config (vLLM's whole config post-init on
+#         the GPU, with the models built), then start the plan as above
+# UNITS (default units-moe) names the folder of rendered units under CODE.
 # BUILD_ARGS and SWEEP_ARGS pass more arguments to build_models.py and moe_sweep.py (CPU dry
 # runs: BUILD_ARGS="--shape tiny" SWEEP_ARGS="--pythonpath FAKE --no-drop-caches ...").
 # Every call packs /tmp/moe-out into $OUT/moe-STEP.tgz (results.json, engine logs, /metrics).
@@ -21,9 +31,13 @@ set -u
 export PYTHONUNBUFFERED=1
 STEP=${1:?step}
 CODE=$(cd "$(dirname "$0")/../.." && pwd)
-STAGE=$PWD/.gpu-stage
-W=/tmp/gpu-tier
-RES=/tmp/moe-out
+. "$CODE/tests/gpu/vllm_versions.sh"
+gpu_version "${VLLM_VERSION:-0.20.2}" || exit 2
+STAGE=$PWD/.gpu-stage/$STAGE_SUB
+UNITS=${UNITS:-units-moe}
+W=${GPU_TIER_DIR:-/tmp/gpu-tier}   # models, caches, the staged parts (dry runs elsewhere)
+RES=${RES_DIR:-/tmp/moe-out}
+SITE=${SITE:-/tmp/site}            # where vLLM and its dependencies are unpacked
 OUTD=${OUT:-/tmp/moe-call-out}
 mkdir -p "$W/stage" "$RES" "$OUTD"
 T0=$(date +%s)
@@ -48,6 +62,85 @@ wait_plan() {  # wait_plan SECONDS_FROM_CALL_START
   done
   el "plan still running (call deadline)"
 }
+
+unpack_part() {  # unpack_part N: members layout, checked against part 1's SHA256SUMS
+  local z; z=$(ls "$STAGE"/p"$1"/vllm-*-p"$1".zip 2>/dev/null) || { echo "part $1 not carried"; exit 11; }
+  (cd "$STAGE" && grep " p$1/" "$W/SHA256SUMS" | sha256sum -c --quiet) || { echo "part $1 sha256 MISMATCH"; exit 12; }
+  python3 -c "import sys,zipfile;zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$z" "$SITE" || exit 13
+  echo "$1" >> "$W/parts.done"; el "vllm $VLLM_VERSION part $1 unpacked into $SITE"
+}
+
+install_deps() {  # install_deps DIR: the dependency wheels into $SITE
+  (cd "$1" && sha256sum -c --quiet ../deps.sha256) || { echo "deps sha256 MISMATCH"; exit 12; }
+  local WH; WH=$(ls "$1"/*.whl)
+  # keep the image's typing_extensions when it is new enough for pydantic (>= 4.14.1)
+  python3 -c "import sys,importlib.metadata as m;from packaging.version import Version as V;sys.exit(0 if V(m.version('typing_extensions'))>=V('4.14.1') else 1)" && WH=$(echo "$WH" | grep -v typing_extensions)
+  local XW; XW=$(ls "$CODE"/../xwhl/*.whl 2>/dev/null)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" $WH $XW 2>&1 | grep -v "WARNING: Target directory" | tail -5
+}
+
+start_build() {
+  BUILD_ARGS=${BUILD_ARGS:---shape moe-big}${LAYERS:+ --layers $LAYERS}
+  setsid bash -c "python3 '$CODE/tests/gpu/build_models.py' '$W/models' $BUILD_ARGS \
+    > '$W/build.log' 2>&1; echo \$? > '$W/build.rc'" < /dev/null > /dev/null 2>&1 &
+  el "model build ($BUILD_ARGS) started in the background"
+}
+
+start_plan() {
+  while [ ! -f "$W/build.rc" ] && [ $(( $(date +%s) - T0 )) -lt 300 ]; do sleep 2; done
+  grep -v "Writing model shards" "$W/build.log" | tail -3
+  [ "$(cat "$W/build.rc" 2>/dev/null)" = 0 ] || { el "model build failed"; pack; exit 15; }
+  du -sh "$W/models/target" "$W/models/drafter"; df -h /tmp | tail -1
+  local args=(); for r in $PLAN; do args+=(--run "$r"); done
+  setsid bash -c "cd '$CODE' && python3 tests/gpu/moe_sweep.py --units '$CODE/$UNITS' --out '$RES' \
+    --pythonpath '$SITE' ${args[*]} ${SWEEP_ARGS:-} > '$RES/sweep.log' 2>&1; touch '$RES/DONE'" < /dev/null > /dev/null 2>&1 &
+  el "plan started: $PLAN"
+}
+
+if [ "$LAYOUT" = members ]; then
+  case $STEP in
+    1)
+      mkdir -p "$SITE"; rm -f "$W/parts.done"
+      cp "$STAGE/p1/SHA256SUMS" "$W/SHA256SUMS" || { echo "part 1 not carried"; exit 11; }
+      nvidia-smi -L; df -h /tmp | tail -1; free -g | head -2
+      python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+      install_deps "$STAGE/p1/deps"
+      unpack_part 1
+      start_build
+      PYTHONPATH="$SITE" python3 "$CODE/tests/gpu/vllm_check.py" --units "$CODE/$UNITS" \
+        --expect-version "$VLLM_VERSION" --json "$RES/vllm-check-1.json" > "$RES/vllm-check-1.log" 2>&1
+      rc=$?; tail -c 3000 "$RES/vllm-check-1.log"; pack
+      [ $rc = 0 ] || { el "vllm_check failed (rc $rc): stop here"; exit 16; }
+      ;;
+    part[2-9])
+      [ -f "$W/SHA256SUMS" ] || { echo "no part 1 on this machine: it was not kept warm"; exit 14; }
+      unpack_part "${STEP#part}"
+      grep -v "Writing model shards" "$W/build.log" | tail -2; cat "$W/build.rc" 2>/dev/null
+      ;;
+    3)
+      [ -f "$W/SHA256SUMS" ] || { echo "no part 1 on this machine: it was not kept warm"; exit 14; }
+      last=${#PARTS[@]}
+      grep -qx "$last" "$W/parts.done" 2>/dev/null || unpack_part "$last"
+      for n in $(seq 1 "$last"); do grep -qx "$n" "$W/parts.done" || { echo "part $n missing"; exit 11; }; done
+      while [ ! -f "$W/build.rc" ] && [ $(( $(date +%s) - T0 )) -lt 300 ]; do sleep 2; done
+      PYTHONPATH="$SITE" timeout 240 python3 "$CODE/tests/gpu/vllm_check.py" --units "$CODE/$UNITS" \
+        --expect-version "$VLLM_VERSION" --engine-config --json "$RES/vllm-check-3.json" > "$RES/vllm-check-3.log" 2>&1
+      el "vllm_check --engine-config rc $?"; python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print(d['stubbed'],d['failed']);[print(u['unit'],u.get('engine_config'),u.get('error'),u.get('warnings')) for u in d['units']]" "$RES/vllm-check-3.json"
+      start_plan
+      wait_plan "${CALL_S:-560}"
+      pack
+      ;;
+    wait)
+      [ -d "$SITE/vllm" ] || { echo "$SITE/vllm missing: the machine was not kept warm"; exit 14; }
+      [ -n "${STOP:-}" ] && touch /tmp/moe-stop
+      wait_plan "${WAIT_S:-540}"
+      pack
+      ;;
+    *) echo "unknown step $STEP"; exit 2 ;;
+  esac
+  el "call $STEP done"
+  exit 0
+fi
 
 case $STEP in
 1)
@@ -91,7 +184,7 @@ part3)
   [ "$(cat "$W/build.rc" 2>/dev/null)" = 0 ] || { el "model build failed"; pack; exit 15; }
   du -sh "$W/models/target" "$W/models/drafter"; df -h /tmp | tail -1
   args=(); for r in $PLAN; do args+=(--run "$r"); done
-  setsid bash -c "cd '$CODE' && python3 tests/gpu/moe_sweep.py --units '$CODE/units-moe' --out '$RES' \
+  setsid bash -c "cd '$CODE' && python3 tests/gpu/moe_sweep.py --units '$CODE/$UNITS' --out '$RES' \
     ${args[*]} ${SWEEP_ARGS:-} > '$RES/sweep.log' 2>&1; touch '$RES/DONE'" < /dev/null > /dev/null 2>&1 &
   el "plan started: $PLAN"
   wait_plan "${CALL_S:-560}"

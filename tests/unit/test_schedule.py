@@ -3,6 +3,7 @@ the recorded H200 sweep (tests/fixtures/vllm-0.20.2-moe), validated by vLLM's ow
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -264,3 +265,31 @@ def test_the_acceptance_check_runs_where_the_schedule_drafts_its_largest_k(capsy
     assert schedule.main(["acceptance-concurrency", '""']) == 0  # a static k: 1
     assert capsys.readouterr().out.strip() == "1"
     assert schedule.main(["acceptance-concurrency", "[[2, 5, 0]]"]) == 2
+
+
+MOE256 = ROOT / "tests" / "fixtures" / "vllm-0.20.2-moe256"
+
+
+def test_between_two_measured_levels_only_their_ks_and_one_switch():
+    """The 256-expert H200 sweep (vLLM 0.20.2, deployed k=3): choosing among every k at every
+    batch size from the model gave [[1,13,0],[14,31,2],[32,32,3],[33,38,2],[39,63,1],[64,..,3]]
+    (k=1 at 39-63, where k=3 measured best at both 32 and 64). A batch size between two
+    measured levels gets one of those two levels' ks, switching once."""
+    runs = json.loads((MOE256 / "results.json").read_text())["runs"]
+
+    def tps(tag: str) -> dict[int, float]:
+        return {lv["concurrency"]: lv["output_tps"] for lv in runs[tag]["sweep"]["levels"]}
+
+    rates = advisor.rates_from_metrics(str(MOE256 / "runs" / "spec-k3" / "metrics.txt"), "moe-dsv3")
+    adv = advisor.advise(rates, tps("spec-k3"), tps("nospec"), n_experts=256, top_k=8, k_max=5)
+    d = schedule.derive(adv, 1024)
+    levels = sorted(adv.levels)
+    at = {c: schedule.k_at(d.schedule, c) for c in range(1, 1025)}
+    for low, high in itertools.pairwise(levels):
+        between = [at[c] for c in range(low, high + 1)]
+        assert set(between) <= {at[low], at[high]}, (low, high, between)
+        switches = sum(1 for a, b in itertools.pairwise(between) if a != b)
+        assert switches <= 1, (low, high, between)
+    # k=3 was measured best at 32 and 64 (1.32x, 1.72x): one range from 32 on
+    assert at[32] == at[64] == 3 and d.schedule[-1] == (32, 1024, 3), d.schedule
+    assert at[1] == at[8] == 0  # everything lost at c <= 8

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from testbed.sandbox.commands import down, find_node, instances_in_use, set_scenario, status, up
 from testbed.sandbox.config import (
@@ -22,6 +23,25 @@ from testbed.sandbox.host import ensure_host_packages, locked
 from testbed.sandbox.nodes import ssh_command
 from testbed.sandbox.rootfs import ensure_rootfs
 from testbed.sandbox.session import free_instance, session_lock_path
+
+
+def held_by_an_ancestor() -> bool:
+    """The instance's test session (session.json's pid) is this process or one it runs under:
+    the session's own `down` (test_sandbox calls the CLI on its instance), not another's."""
+    try:
+        owner = int(json.loads((state_dir() / "session.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    pid = os.getpid()
+    while pid > 1:
+        if pid == owner:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             else:  # this instance only, and never under a test session or demo that holds it
                 held = open(session_lock_path(instance()), "w")  # noqa: SIM115 (held below)
                 try:
-                    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if not held_by_an_ancestor():  # a session may stop its own nodes
+                        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     held.close()
                     log(
