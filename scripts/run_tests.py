@@ -36,28 +36,28 @@ COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 # alone, times 1.7). Sessions start longest first, so the longest do not start last; a run
 # records what it measured in build/test-logs/durations.json, which later runs order by.
 ESTIMATE_S = {
-    # stop 30's CI (2 cores, 4 at a time) where it printed them; the others are the earlier
-    # figures times 1.4, the ratio of the sessions measured both times (on_failure 280 -> 391).
-    # A fresh clone has no durations.json, so on CI this order is the schedule: patches and
-    # unit, estimated at a third of what they took, started last and ran on alone.
-    "test_validate": 1790,
-    "test_deploy": 1440,
-    "test_speedup": 1400,
-    "patches": 1110,
-    "test_faults_gates": 1150,
-    "test_faults_first": 1090,
-    "test_fleet": 980,
-    "test_live_traffic": 1400,  # measured at load 11-13 beside other sessions: 1403 s
-    "test_faults_build": 910,
-    "test_schedule": 900,
-    "test_controller_wheelhouse": 840,
-    "test_k_schedule": 560,
-    "test_advise": 560,
-    "test_provision": 570,
-    "test_security": 540,
-    "unit": 430,
-    "test_on_failure": 390,
-    "test_sandbox": 90,
+    # A full run on 2 cores at load 10-14 (four sessions and three other workers), divided by
+    # 1.7, its ratio to stop 30's CI where both measured a session. A fresh clone has no
+    # durations.json, so on CI this order is the schedule (patches and unit, once estimated at a
+    # third of what they took, started last and ran on alone).
+    "test_deploy": 1430,
+    "test_fleet": 1180,
+    "patches": 1110,  # stop 30's CI: it builds two torch venvs from PyPI there
+    "test_faults_first": 1040,
+    "test_faults_build": 970,
+    "test_faults_gates": 920,
+    "test_k_schedule": 890,
+    "test_speedup": 860,
+    "test_controller_wheelhouse": 820,
+    "test_live_traffic": 830,  # 1403 s at load 11-13 beside other workers, / 1.7
+    "test_validate": 660,
+    "test_schedule": 480,
+    "unit": 430,  # stop 30's CI
+    "test_advise": 420,
+    "test_provision": 310,
+    "test_on_failure": 230,
+    "test_security": 220,
+    "test_sandbox": 50,
 }
 DURATIONS = LOGS / "durations.json"
 # CPU-seconds per session (its pytest process and everything it waited for, i.e. the

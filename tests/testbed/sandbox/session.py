@@ -195,6 +195,7 @@ class Session:
             with contextlib.suppress(ValueError):  # not the main thread
                 self._previous_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
         up(count, exact=False, timeout=timeout)
+        claim_session()  # again: a `down` inside the session removed the state with it
         wanted = {f"node{i}" for i in range(1, count + 1)}
         return Cluster([n for n in running_nodes() if n.name in wanted])
 
