@@ -49,6 +49,7 @@ ESTIMATE_S = {
     "test_k_schedule": 890,
     "test_speedup": 860,
     "test_controller_wheelhouse": 820,
+    "test_live_traffic": 830,  # 1403 s at load 11-13 beside other workers, / 1.7
     "test_validate": 660,
     # measured 1122 s at 06:55-07:14 beside a full CI run and other sessions (deploys: vLLM
     # 529 s, SGLang 357 s, SGLang again 74 s; the rollback 57 s), divided by 1.7 as above

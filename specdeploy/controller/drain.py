@@ -9,19 +9,25 @@ function an engine other than vLLM swaps.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
 import socket
 import subprocess
-import time
-import urllib.request
-from collections.abc import Callable
+import sys
 from dataclasses import dataclass
 
-from specdeploy.node.validation.metrics import parse_exposition
-
-# The gauge of requests being generated now, per engine.
-RUNNING_GAUGE = {"vllm": "vllm:num_requests_running"}
+# The wait for in-flight requests runs on the node (its /metrics need not be reachable from
+# here); the same functions, for callers on this side.
+from specdeploy.node.service.inflight import (  # noqa: F401 (re-exported)
+    RUNNING_GAUGE,
+    InflightError,
+    WaitResult,
+    fetch_metrics,
+    running_requests,
+    wait_until_idle,
+)
 
 SKIPPED_NOTE = (
     "no load balancer configured (specdeploy_haproxy_socket or specdeploy_drain_command):"
@@ -31,20 +37,6 @@ SKIPPED_NOTE = (
 
 class DrainError(RuntimeError):
     """The balancer refused or could not be reached; the message names it."""
-
-
-def running_requests(metrics_text: str, engine: str = "vllm") -> float:
-    """Requests in flight on the server, summed over its model labels."""
-    name = RUNNING_GAUGE.get(engine)
-    if name is None:
-        raise DrainError(f"no running-requests gauge known for engine {engine!r}")
-    values = [s.value for s in parse_exposition(metrics_text) if s.name == name]
-    if not values:
-        raise DrainError(f"{name} not in the server's /metrics")
-    total = sum(values)
-    if not math.isfinite(total):
-        raise DrainError(f"{name} is not a finite number: {total}")
-    return total
 
 
 def _loopback_only(host: str) -> None:
@@ -116,32 +108,138 @@ def run_hook(command: str, node: str, timeout_s: float = 60.0) -> None:
         raise DrainError(f"drain hook exited {proc.returncode}: {command}: {last[0]}")
 
 
-def fetch_metrics(url: str, timeout_s: float = 5.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout_s) as r:
-        return r.read().decode()
-
-
 @dataclass
-class WaitResult:
-    drained: bool
-    waited_s: float
-    running: float
+class Balancer:
+    """Where a node sits in rotation: HAProxy's runtime API, operator hooks, or nothing."""
+
+    haproxy: str = ""  # runtime API: a socket path or host:port on loopback
+    backend: str = ""
+    server: str = ""
+    drain_command: str = ""
+    undrain_command: str = ""
+    hook_timeout_s: float = 60.0
+
+    @property
+    def kind(self) -> str:
+        return "haproxy" if self.haproxy else "hooks" if self.drain_command else "none"
+
+    def problems(self) -> list[str]:
+        """What is wrong with the knobs, one line each, naming the knob (empty: usable)."""
+        out = []
+        if self.haproxy and (self.drain_command or self.undrain_command):
+            out.append(
+                "specdeploy_haproxy_socket and specdeploy_drain_command are both set: "
+                "choose one balancer"
+            )
+        if self.haproxy:
+            if not self.backend:
+                out.append("specdeploy_haproxy_backend is empty: name the backend of the nodes")
+            if not self.server:
+                out.append("specdeploy_haproxy_server is empty: name this node's server")
+            if not self.haproxy.startswith("/"):
+                host, _, port = self.haproxy.rpartition(":")
+                if not port.isdigit() or not host:
+                    out.append(
+                        f"specdeploy_haproxy_socket={self.haproxy!r}: a socket path or "
+                        "127.0.0.1:PORT"
+                    )
+                else:
+                    try:
+                        _loopback_only(host)
+                    except DrainError as e:
+                        out.append(f"specdeploy_haproxy_socket: {e}")
+        if bool(self.drain_command) != bool(self.undrain_command):
+            out.append(
+                "specdeploy_drain_command and specdeploy_undrain_command go together: "
+                "set both or neither"
+            )
+        return out
+
+    def drain(self, node: str, wait_s: float = 0.0) -> str:
+        """Out of rotation; with HAProxy, then wait (at most wait_s) until the balancer's own
+        sessions to the node ended: a response is over for the client only then, a moment
+        after the engine's gauge dropped."""
+        if self.kind == "haproxy":
+            haproxy_set_state(self.haproxy, self.backend, self.server, "drain")
+            waited = wait_until_idle(
+                lambda: haproxy_sessions(self.haproxy, self.backend, self.server), wait_s, 0.2
+            )
+            ended = (
+                f"its sessions ended in {waited.waited_s:.1f} s"
+                if waited.drained
+                else f"{waited.running:g} session(s) still open after {waited.waited_s:.1f} s"
+            )
+            return (
+                f"{node}: out of rotation (HAProxy {self.backend}/{self.server} state drain; "
+                f"{ended})"
+            )
+        if self.kind == "hooks":
+            run_hook(self.drain_command, node, self.hook_timeout_s)
+            return f"{node}: out of rotation (specdeploy_drain_command ran)"
+        return f"{node}: {SKIPPED_NOTE}"
+
+    def undrain(self, node: str) -> str:
+        if self.kind == "haproxy":
+            haproxy_set_state(self.haproxy, self.backend, self.server, "ready")
+            return f"{node}: back in rotation (HAProxy {self.backend}/{self.server} state ready)"
+        if self.kind == "hooks":
+            run_hook(self.undrain_command, node, self.hook_timeout_s)
+            return f"{node}: back in rotation (specdeploy_undrain_command ran)"
+        return f"{node}: no load balancer configured: nothing to put back"
+
+    def check(self, node: str) -> str:
+        """Read-only: the runtime API answers and knows this node's server."""
+        if self.kind == "haproxy":
+            sessions = haproxy_sessions(self.haproxy, self.backend, self.server)
+            return (
+                f"{node}: HAProxy {self.backend}/{self.server} found at {self.haproxy} "
+                f"({sessions} session(s) now)"
+            )
+        if self.kind == "hooks":
+            return f"{node}: drained and put back by specdeploy_drain_command/undrain_command"
+        return f"{node}: {SKIPPED_NOTE}"
 
 
-def wait_until_idle(
-    read: Callable[[], float],
-    max_wait_s: float,
-    poll_s: float = 0.5,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> WaitResult:
-    """Poll the running-requests gauge until 0 or max_wait_s (the knob's cap)."""
-    start = clock()
-    while True:
-        running = read()
-        waited = clock() - start
-        if running <= 0:
-            return WaitResult(True, waited, running)
-        if waited >= max_wait_s:
-            return WaitResult(False, waited, running)
-        sleep(poll_s)
+def main(argv: list[str] | None = None) -> int:
+    """drain | undrain | check one node; one line (or --json); exit 0 ok, 1 the balancer
+    refused or could not be reached, 2 bad knobs."""
+    parser = argparse.ArgumentParser(prog="specdeploy.controller.drain", description=__doc__)
+    parser.add_argument("action", choices=("drain", "undrain", "check"))
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--haproxy", default="", help="runtime API: socket path or 127.0.0.1:PORT")
+    parser.add_argument("--backend", default="")
+    parser.add_argument("--server", default="")
+    parser.add_argument("--drain-command", default="")
+    parser.add_argument("--undrain-command", default="")
+    parser.add_argument(
+        "--wait-s", type=float, default=0.0, help="drain: wait this long for HAProxy's sessions"
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if not math.isfinite(args.wait_s) or args.wait_s < 0:
+        print(f"drain: error: --wait-s {args.wait_s}: not a finite number >= 0", file=sys.stderr)
+        return 2
+    balancer = Balancer(
+        args.haproxy, args.backend, args.server, args.drain_command, args.undrain_command
+    )
+    problems = balancer.problems()
+    if problems:
+        print(f"drain: error: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "drain":
+            text = balancer.drain(args.node, args.wait_s)
+        else:
+            text = getattr(balancer, args.action)(args.node)
+        rc = 0
+    except DrainError as e:
+        text, rc = f"{args.node}: {args.action} failed: {e}", 1
+    if args.json:
+        print(json.dumps({"ok": rc == 0, "kind": balancer.kind, "message": text}))
+    else:
+        print(text, file=sys.stdout if rc == 0 else sys.stderr)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

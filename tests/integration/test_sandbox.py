@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,6 +14,9 @@ from pathlib import Path
 
 import pytest
 from testbed import sandbox as sb
+from testbed.sandbox import balancer
+
+from specdeploy.controller import drain
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +43,32 @@ def leftovers(pids: list[int] = ()) -> list[str]:
     for index in (1, 2, 3):
         if sb.banner(sb.node_address(index), 0.3):
             found.append(f"listener {sb.node_address(index)}:22")
+    for proc in Path("/proc").iterdir():  # the instance's HAProxy (zombies of a late init aside)
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(balancer.config_path()).encode() in cmdline and sb.process_starttime(int(proc.name)):
+            found.append(f"haproxy pid {proc.name}")
+    with (
+        contextlib.suppress(OSError),
+        socket.create_connection(
+            (balancer.frontend_address(), balancer.frontend_port()), timeout=0.3
+        ),
+    ):
+        found.append(f"listener {balancer.frontend_url()}")
     return found
+
+
+def test_a_load_balancer_fronts_the_nodes_and_the_inventory_names_it(sandbox):
+    cluster = sandbox(2)
+    inventory = sb.inventory_path().read_text()
+    assert f"specdeploy_haproxy_socket: {balancer.socket_path()}" in inventory
+    assert "specdeploy_haproxy_backend: vllm" in inventory
+    for node in cluster.nodes:  # one server per node, named as the inventory names the host
+        assert drain.haproxy_sessions(str(balancer.socket_path()), "vllm", node.hostname) == 0
+    with socket.create_connection((balancer.frontend_address(), balancer.frontend_port()), 5):
+        pass  # the frontend listens on 127.0.k.1
 
 
 def test_ops_logs_in_with_key_and_has_passwordless_sudo(sandbox):

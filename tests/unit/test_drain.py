@@ -13,9 +13,9 @@ vllm:num_requests_waiting{engine="0",model_name="m"} 1.0
 
 def test_running_requests_reads_the_gauge() -> None:
     assert drain.running_requests(METRICS) == 3.0
-    with pytest.raises(drain.DrainError, match="not in the server"):
+    with pytest.raises(drain.InflightError, match="not in the server"):
         drain.running_requests("vllm:num_requests_waiting 1\n")
-    with pytest.raises(drain.DrainError, match="engine 'x'"):
+    with pytest.raises(drain.InflightError, match="engine 'x'"):
         drain.running_requests(METRICS, engine="x")
 
 
@@ -98,3 +98,58 @@ def test_real_haproxy_drain_and_ready(haproxy) -> None:
     assert int(row[6]) & 0x08 == 0
     with pytest.raises(drain.DrainError, match=r"refused|no server"):
         drain.haproxy_set_state(haproxy, "vllm", "node-9", "drain")
+
+
+def test_cli_drains_and_puts_back_through_the_runtime_api(haproxy, capsys) -> None:
+    args = ["--node", "node-1", "--haproxy", haproxy, "--backend", "vllm", "--server", "node-1"]
+    assert drain.main(["check", *args]) == 0
+    assert "HAProxy vllm/node-1 found" in capsys.readouterr().out
+    assert drain.main(["drain", *args, "--wait-s", "5"]) == 0
+    assert "out of rotation" in capsys.readouterr().out
+    assert drain.main(["drain", *args, "--wait-s", "inf"]) == 2
+    state = drain.haproxy_command(haproxy, "show servers state vllm")
+    row = next(line.split() for line in state.splitlines() if " node-1 " in line)
+    assert int(row[6]) & 0x08
+    assert drain.main(["undrain", *args]) == 0
+    state = drain.haproxy_command(haproxy, "show servers state vllm")
+    row = next(line.split() for line in state.splitlines() if " node-1 " in line)
+    assert int(row[6]) & 0x08 == 0
+    # a server the balancer does not know: exit 1, one line naming it
+    assert drain.main(["check", *args[:-1], "node-9"]) == 1
+    assert "no server vllm/node-9" in capsys.readouterr().err
+
+
+def test_no_balancer_is_a_one_line_skip(capsys) -> None:
+    assert drain.main(["drain", "--node", "n1"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.count("\n") == 0 and "drain skipped" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "knob"),
+    [
+        (["--haproxy", "/x.sock"], "specdeploy_haproxy_backend is empty"),
+        (["--haproxy", "192.0.2.1:9999", "--backend", "b", "--server", "s"], "not on loopback"),
+        (["--haproxy", "nonsense", "--backend", "b", "--server", "s"], "a socket path"),
+        (["--drain-command", "true"], "go together"),
+        (
+            [
+                *("--haproxy", "/x.sock", "--backend", "b", "--server", "s"),
+                *("--drain-command", "true", "--undrain-command", "true"),
+            ],
+            "choose one balancer",
+        ),
+    ],
+)
+def test_bad_knobs_are_a_usage_error_naming_the_knob(extra, knob, capsys) -> None:
+    assert drain.main(["drain", "--node", "n1", *extra]) == 2
+    err = capsys.readouterr().err
+    assert knob in err and err.count("\n") == 1
+
+
+def test_inflight_cli_returns_at_once_for_a_server_that_is_down(capsys) -> None:
+    from specdeploy.node.service import inflight
+
+    assert inflight.main(["--url", "http://127.0.0.1:9/metrics", "--max-wait-s", "5"]) == 0
+    assert "no request in flight" in capsys.readouterr().out
+    assert inflight.main(["--url", "http://127.0.0.1:9/metrics", "--max-wait-s", "nan"]) == 2

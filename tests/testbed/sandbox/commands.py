@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 
+from testbed.sandbox import balancer
 from testbed.sandbox.config import (
     MAX_INSTANCES,
     MAX_NODES,
@@ -98,6 +99,7 @@ def up(count: int, exact: bool = True, timeout: float = 90.0) -> list[Node]:
             log(f"kept running: {', '.join(kept)}")
         if new:
             log(f"{len(new)} node(s) booted in {time.monotonic() - started:.1f} s")
+        balancer.start(nodes)  # one HAProxy in front of the running nodes (restarted on change)
         write_inventory(nodes)
         return nodes
 
@@ -108,6 +110,9 @@ def down() -> list[str]:
         raise SandboxError("the sandbox needs root")
     with locked():
         nodes = list(known_nodes().values())
+        balancer.stop()
+        with contextlib.suppress(FileNotFoundError):
+            balancer.config_path().unlink()
         problems = stop_nodes(nodes)
         for root in cgroup_roots():
             with contextlib.suppress(OSError):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 
+from testbed.sandbox import balancer
 from testbed.sandbox.config import (
     ADMIN_USER,
     GROUP_VARS,
@@ -40,6 +41,11 @@ def write_inventory(nodes: list[Node], path: Path | None = None) -> Path:
         "    # Reports and history of these nodes, removed with them (`down`): a baseline measured",
         "    # on an earlier session's nodes of the same names is no baseline for these.",
         f"    validation_report_root: {reports_dir()}",
+        "    # The sandbox's load balancer (HAProxy, testbed.sandbox.balancer): every restart",
+        "    # drains the node through its runtime API first (roles/vllm_service/tasks/drain.yml).",
+        f"    specdeploy_haproxy_socket: {balancer.socket_path()}",
+        f"    specdeploy_haproxy_backend: {balancer.BACKEND}",
+        f"    sandbox_balancer_url: {balancer.frontend_url()}",
         "  children:",
         "    gpu_nodes:",
         "      hosts:",

@@ -1,0 +1,168 @@
+"""No request lost while the toolkit restarts nodes (issue 28 item 3), measured under traffic.
+
+Two sandbox nodes behind the sandbox's HAProxy (testbed.sandbox.balancer; the inventory carries
+it as the balancer knobs). Release A is deployed without traffic; then, with two client threads
+sending streamed chat requests through the balancer the whole time, (a) release B (4 speculative
+tokens instead of 3) is rolled out canary first, then the other node, and (b) `make rollback`
+takes both back to A, in the same stages. A user checks exactly this: no request failed, none
+was cut mid-stream, both nodes serve the release they should and both are back in rotation.
+Each scenario's counts and p99 latencies go to build/live-traffic.json and docs/live-traffic.md.
+Three deploys/rollbacks in all (CI time).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+
+import livetraffic
+import pytest
+from test_deploy_support import ROOT, Deploy, stage_models
+from testbed.sandbox import balancer
+
+from specdeploy.controller import drain
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+SPECULATIVE = {
+    "method": "eagle3",
+    "model": "/srv/models/tiny-dsv3-eagle3",
+    "num_speculative_tokens": 3,
+}
+FAST = {"rollback_settle_s": 3, "specdeploy_start_timeout_s": 60}
+A = {**FAST, "specdeploy_speculative_config": SPECULATIVE}
+B = {**FAST, "specdeploy_speculative_config": {**SPECULATIVE, "num_speculative_tokens": 4}}
+QUIET_S = 6  # traffic before and after each operation: the baseline p99 and the recovery
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox):
+    return sandbox(2)
+
+
+@pytest.fixture(scope="module")
+def hosts(cluster):
+    return [n.hostname for n in cluster.nodes]
+
+
+def serving(cluster) -> dict[str, str]:
+    out = {}
+    for node in cluster.nodes:
+        link = cluster.ssh(node, f"readlink {ROOT}/current", check=False).stdout.strip()
+        out[node.hostname] = link.rsplit("/", 1)[-1]
+    return out
+
+
+def rotation(hosts: list[str]) -> dict[str, str]:
+    """host -> 'in rotation' / 'drained' / 'down', from HAProxy's own state (runtime API)."""
+    text = drain.haproxy_command(str(balancer.socket_path()), "show servers state vllm")
+    header = next(line for line in text.splitlines() if line.startswith("#"))
+    names = header.lstrip("# ").split()
+    states = {}
+    for line in text.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) != len(names) or cols[names.index("srv_name")] not in hosts:
+            continue
+        admin = int(cols[names.index("srv_admin_state")])
+        operational = int(cols[names.index("srv_op_state")])  # 2: UP
+        states[cols[names.index("srv_name")]] = (
+            "drained" if admin & 0x08 else "in rotation" if operational == 2 else "down"
+        )
+    return states
+
+
+def wait_in_rotation(hosts: list[str], timeout_s: float = 60) -> dict[str, str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = rotation(hosts)
+        if all(states.get(h) == "in rotation" for h in hosts) or time.monotonic() > deadline:
+            return states
+        time.sleep(0.5)
+
+
+def planned_release(run) -> str:
+    match = re.search(r'^\s*"release ([^:"]+): vLLM ', run.stdout, re.M)
+    assert match, f"no plan in the output:\n{run.tail()}"
+    return match.group(1)
+
+
+def under_traffic(operation) -> tuple[object, dict]:
+    """Run the operation with traffic through the balancer before, during and after it."""
+    traffic = livetraffic.Traffic(balancer.frontend_url(), "tiny-dsv3").start()
+    time.sleep(QUIET_S)
+    began = time.monotonic()
+    try:
+        result = operation()
+    finally:
+        ended = time.monotonic()
+        time.sleep(QUIET_S)
+        traffic.stop()
+    return result, livetraffic.summarize(traffic.outcomes, began, ended)
+
+
+@pytest.fixture(scope="module")
+def release_a(cluster, hosts):
+    play = Deploy(cluster)
+    stage_models(play)
+    run = play(extra={**A, "specdeploy_rollout_stages": ["100%"]})
+    assert run.returncode == 0, run.tail()
+    release = planned_release(run)
+    assert set(serving(cluster).values()) == {release}
+    assert wait_in_rotation(hosts) == dict.fromkeys(hosts, "in rotation")
+    # the balancer answers, as a client sees it
+    with urllib.request.urlopen(f"{balancer.frontend_url()}/v1/models", timeout=30) as r:
+        assert b"tiny-dsv3" in r.read()
+    return release
+
+
+def check_and_record(key, scenario, run, summary, cluster, hosts, expected) -> None:
+    states = wait_in_rotation(hosts, timeout_s=10)
+    nodes = "; ".join(f"{h}: {expected}, {states.get(h, '?')}" for h in hosts)
+    livetraffic.record(key, {"scenario": scenario, "nodes": nodes, **summary})
+    assert run.returncode == 0, run.tail()
+    assert serving(cluster) == dict.fromkeys(hosts, expected)
+    # every restart drained its node first and put it back afterwards, and the output says so
+    for host in hosts:
+        assert f"{host}: out of rotation (HAProxy vllm/{host} state drain" in run.stdout, run.tail()
+        assert f"{host}: back in rotation (HAProxy vllm/{host} state ready)" in run.stdout
+    assert states == dict.fromkeys(hosts, "in rotation"), states
+    # what a user of the fleet checks: requests kept flowing, none failed, none was cut
+    assert summary["sent_during"] >= 10, summary
+    assert summary["failed"] == 0 and summary["cut"] == 0, summary["problems"]
+    assert summary["completed"] == summary["sent"]
+
+
+def test_a_staged_deploy_under_traffic_loses_no_request(release_a, cluster, hosts):
+    play = Deploy(cluster)
+    run, summary = under_traffic(lambda: play(extra=B))
+    release_b = planned_release(run) if run.returncode == 0 else "?"
+    check_and_record(
+        "1-deploy",
+        "deploy of a new release, canary then the other node (2 nodes)",
+        run,
+        summary,
+        cluster,
+        hosts,
+        release_b,
+    )
+    assert release_b != release_a
+    # canary first: node 1's restart (drain to back in rotation) is over before node 2 drains
+    out = run.stdout
+    assert out.index(f"{hosts[0]}: back in rotation") < out.index(f"{hosts[1]}: out of rotation")
+
+
+def test_a_rollback_under_traffic_loses_no_request(release_a, cluster, hosts):
+    play = Deploy(cluster)
+    run, summary = under_traffic(lambda: play("playbooks/rollback.yml"))
+    check_and_record(
+        "2-rollback",
+        "rollback to the release before, one node at a time (2 nodes)",
+        run,
+        summary,
+        cluster,
+        hosts,
+        release_a,
+    )
+    out = run.stdout
+    assert out.index(f"{hosts[0]}: back in rotation") < out.index(f"{hosts[1]}: out of rotation")
