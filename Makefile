@@ -59,10 +59,10 @@ collection: $(VENV)/.stamp ## build the collection tarball into build/ (ansible-
 	$(BIN)/ansible-galaxy collection build --force --output-path build
 
 test: setup drafter-venv lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
-	$(BIN)/python tests/run_groups.py -- $(PYTEST_ARGS)
+	$(BIN)/python -m scripts.run_tests -- $(PYTEST_ARGS)
 
 test-faults: setup ## the fault-injection suite alone (part of make test; its groups in parallel)
-	$(BIN)/python tests/run_groups.py --only test_faults -- $(PYTEST_ARGS)
+	$(BIN)/python -m scripts.run_tests --only test_faults -- $(PYTEST_ARGS)
 
 demo: setup ## boot a sandbox node, deploy, validate, roll back, show status
 	$(BIN)/python -m testbed.demo

@@ -1,6 +1,6 @@
 """Fixtures shared by the integration modules that deploy to sandbox nodes.
 
-Each module runs in a pytest session of its own (tests/run_groups.py), so each gets its own
+Each module runs in a pytest session of its own (scripts/run_tests.py), so each gets its own
 sandbox instance; these are the per-module defaults (one node). A module that needs more
 nodes defines its own `cluster`.
 """

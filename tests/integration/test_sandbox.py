@@ -312,11 +312,11 @@ def test_an_interrupted_test_session_leaves_nothing_behind(sandbox):
 
 def test_an_interrupted_make_test_stops_its_sessions_and_their_nodes(sandbox):
     """Ctrl-C (SIGINT to the runner alone: its sessions have their own process groups) or
-    SIGTERM on tests/run_groups.py: every pytest session it started stops, nodes and all."""
+    SIGTERM on scripts/run_tests.py: every pytest session it started stops, nodes and all."""
     sandbox(1)  # fixes which instance this session (and so the runner's session) uses
     sandbox.close()
     log = REPO / "build" / "test-logs" / "interrupt-probe.log"
-    command = [sys.executable, "tests/run_groups.py", "--session", f"interrupt-probe={INNER}"]
+    command = [sys.executable, "scripts/run_tests.py", "--session", f"interrupt-probe={INNER}"]
     for sig in (signal.SIGINT, signal.SIGTERM):
         log.unlink(missing_ok=True)
         runner = subprocess.Popen(

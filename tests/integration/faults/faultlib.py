@@ -8,7 +8,7 @@ serving release's files, the ledger (append-only), the validation history and th
 release's compile cache.
 
 The cases are split into GROUPS, one test module each (test_faults_<group>.py). `make test`
-runs every group as a pytest session of its own (tests/run_groups.py): its own sandbox instance
+runs every group as a pytest session of its own (scripts/run_tests.py): its own sandbox instance
 and node, its own base release, so the groups' deploys and waits overlap. Within a group the
 cases run in order and reuse releases: a release that failed while serving is deployed again as
 it is (no rebuild), so only releases whose inputs differ cost a venv install. Deploys after the

@@ -52,9 +52,13 @@ ESTIMATE_S = {
     "test_security": 385,
     "unit": 120,
     "test_sandbox": 90,
-    "test_deploy_support": 1,  # helpers only, no tests
 }
 DURATIONS = LOGS / "durations.json"
+# CPU-seconds per session (its pytest process and everything it waited for, i.e. the
+# controller side; and its sandbox nodes' cgroups): on a shared 2-core machine the wall time
+# says how loaded the machine was, the CPU what the session itself costs.
+CPU = LOGS / "cpu.json"
+CGROUP = Path("/sys/fs/cgroup")
 STOP_GRACE_S = 120  # a session's own teardown (stopping its sandbox nodes) may take this long
 
 
@@ -105,11 +109,33 @@ def stop_nodes_of(pids: set[int]) -> None:
                     print(f"tests: {problem}", flush=True)
 
 
+def _cgroup_base() -> Path:
+    return CGROUP if (CGROUP / "cgroup.controllers").exists() else CGROUP / "unified"
+
+
+def nodes_cpu_s(pid: int) -> float:
+    """CPU-seconds the sandbox nodes of this session's instances have used so far (0 when
+    none runs or the machine has no cgroup v2 CPU figures)."""
+    total = 0.0
+    for state in Path("/run").glob("specdeploy-sandbox-*/session.json"):
+        try:
+            if int(json.loads(state.read_text()).get("pid", 0)) != pid:
+                continue
+            stat = (_cgroup_base() / state.parent.name / "cpu.stat").read_text()
+        except (OSError, ValueError):
+            continue
+        usage = re.search(r"^usage_usec (\d+)", stat, re.M)
+        total += int(usage.group(1)) / 1e6 if usage else 0.0
+    return total
+
+
 def sessions() -> list[tuple[str, list[str]]]:
     """Quick tiers together; every integration module alone (the fault-injection suite,
     tests/integration/faults/, one module per group); the longest first."""
     integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
     integration += sorted((REPO / "tests" / "integration" / "faults").glob("test_*.py"))
+    # a module of helpers only (test_deploy_support) is no session: pytest would exit 5
+    integration = [p for p in integration if "\ndef test_" in p.read_text(encoding="utf-8")]
     found = [
         ("patches", ["tests/patches"]),
         *[(p.stem, [str(p.relative_to(REPO))]) for p in integration],
@@ -146,11 +172,12 @@ def main(argv: list[str] | None = None) -> int:
             (FAULT_RESULTS / f"{name.removeprefix('test_faults_')}.json").unlink(missing_ok=True)
     running: dict[str, tuple[subprocess.Popen[bytes], float, Path]] = {}
     results: dict[str, tuple[int, float, str]] = {}
+    cpu: dict[str, dict[str, float]] = {}
     start = time.monotonic()
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args]
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        run_sessions(pending, running, results, pytest, args.jobs)
+        run_sessions(pending, running, results, pytest, args.jobs, cpu)
     except Interrupted as why:
         print(f"\ntests: interrupted ({why}): stopping {len(running)} session(s)", flush=True)
         for s in previous:  # a second Ctrl-C must not cut the sessions' own teardown short
@@ -161,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    return report(results, start)
+    return report(results, start, cpu)
 
 
 def run_sessions(
@@ -170,7 +197,9 @@ def run_sessions(
     results: dict[str, tuple[int, float, str]],
     pytest: list[str],
     jobs: int,
+    cpu: dict[str, dict[str, float]],
 ) -> None:
+    nodes_cpu: dict[str, float] = {}
     while pending or running:
         while pending and len(running) < jobs:
             name, paths = pending.pop(0)
@@ -189,22 +218,38 @@ def run_sessions(
             print(f"tests: started {name}", flush=True)
         time.sleep(1)
         for name, (proc, began, log) in list(running.items()):
-            if proc.poll() is None:
+            # the nodes' counter goes with their cgroup at the session's teardown: keep the
+            # highest figure seen while it ran
+            nodes_cpu[name] = max(nodes_cpu.get(name, 0.0), nodes_cpu_s(proc.pid))
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid == 0:
                 continue
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            cpu[name] = {
+                "controller_s": round(usage.ru_utime + usage.ru_stime, 1),
+                "nodes_s": round(nodes_cpu.get(name, 0.0), 1),
+            }
             del running[name]
             text = log.read_text(errors="replace")
             match = SUMMARY.search(text.splitlines()[-1] if text.strip() else "")
             summary = match.group(1) if match else f"exit {proc.returncode}"
             results[name] = (proc.returncode, time.monotonic() - began, text)
-            print(f"tests: {name}: {summary} ({time.monotonic() - began:.0f} s)", flush=True)
+            print(
+                f"tests: {name}: {summary} ({time.monotonic() - began:.0f} s; CPU "
+                f"{cpu[name]['controller_s']:.0f} s here, {cpu[name]['nodes_s']:.0f} s on nodes)",
+                flush=True,
+            )
 
 
-def report(results: dict[str, tuple[int, float, str]], start: float) -> int:
+def report(
+    results: dict[str, tuple[int, float, str]], start: float, cpu: dict[str, dict[str, float]]
+) -> int:
     measured: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):
         measured = json.loads(DURATIONS.read_text())
     measured.update({name: round(r[1]) for name, r in results.items()})
     DURATIONS.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
+    CPU.write_text(json.dumps(cpu, indent=1, sort_keys=True) + "\n")
     totals = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
     failed_sessions = []
     for name, (rc, seconds, text) in results.items():
@@ -220,8 +265,10 @@ def report(results: dict[str, tuple[int, float, str]], start: float) -> int:
         slow = re.search(r"=+ slowest \d+ durations =+\n(.*?)\n\n", text, re.S)
         if slow:
             print(f"\n----- slowest in {name}\n" + "\n".join(slow.group(1).splitlines()[:5]))
+    spent = sum(c["controller_s"] + c["nodes_s"] for c in cpu.values())
     print(
-        f"\ntests: all sessions done in {time.monotonic() - start:.0f} s; "
+        f"\ntests: all sessions done in {time.monotonic() - start:.0f} s "
+        f"({spent:.0f} CPU-s in the sessions); "
         f"failed sessions: {', '.join(failed_sessions) or 'none'}"
     )
     failed = totals["failed"] + totals["errors"]
