@@ -14,6 +14,10 @@ import it (specdeploy.node.module_utils).
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+
 
 def span(seconds: float, decimals: int = 0) -> str:
     """12 s, 12.3 s (decimals=1), 4 min 05 s, 2 h 05 min."""
@@ -57,3 +61,56 @@ def done(
     """The closing line: how long it took and, with a history, what it usually takes."""
     tail = f" (the usual {span(expected_s)} from {basis})" if expected_s is not None else ""
     return f"{who}: {what} after {span(elapsed_s, 1)}{tail}"
+
+
+class Ticker:
+    """A line every ``every`` seconds while a blocking call runs (a download, a subprocess
+    that prints nothing), then the closing line; silent for work done within ``every``.
+
+        with Ticker("wheelhouse", "downloading vllm==0.16.0", expected_s=None):
+            subprocess.run(...)
+    """
+
+    def __init__(
+        self,
+        who: str,
+        what: str,
+        *,
+        expected_s: float | None = None,
+        basis: str = "",
+        no_eta: str = "no history yet",
+        every: float = 10.0,
+        out=None,
+        clock=None,
+    ) -> None:
+        self.who, self.what, self.expected_s, self.basis = who, what, expected_s, basis
+        self.no_eta, self.every = no_eta, every
+        self.out = out or sys.stdout
+        self.clock = clock or time.monotonic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.lines = 0
+        self.t0 = 0.0
+
+    def now_line(self) -> str:
+        elapsed = self.clock() - self.t0
+        eta = None if self.expected_s is None else self.expected_s - elapsed
+        return line(self.who, self.what, elapsed, eta_s=eta, expected_s=self.expected_s,
+                    basis=self.basis, no_eta=self.no_eta)  # fmt: skip
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            print(self.now_line(), file=self.out, flush=True)
+            self.lines += 1
+
+    def __enter__(self) -> Ticker:
+        self.t0 = self.clock()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.lines and exc[0] is None:
+            elapsed = self.clock() - self.t0
+            print(done(self.who, self.what, elapsed), file=self.out, flush=True)

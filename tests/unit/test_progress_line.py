@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 
 from specdeploy.controller.drafter_pipeline.workdir import Progress
 from specdeploy.node.module_utils import progress_line
@@ -54,3 +55,19 @@ def test_the_drafter_steps_use_the_format_with_the_rate_so_far_as_history() -> N
         m["tail"]
         == "ETA 3 min 30 s from this run's 18.0 sequences/min; 6 resumed from an earlier run"
     )
+
+
+def test_a_silent_wait_gets_a_line_every_interval_and_a_closing_line() -> None:
+    out = io.StringIO()
+    with progress_line.Ticker("wheelhouse", "downloading vllm==0.16.0", every=0.05, out=out,
+                              no_eta="pip does not say the size ahead"):  # fmt: skip
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3, lines
+    assert all(FORMAT.match(x) for x in lines[:-1]), lines
+    assert lines[0].endswith("in; no ETA: pip does not say the size ahead)")
+    assert re.match(r"^wheelhouse: downloading vllm==0\.16\.0 after [\d.]+ s$", lines[-1])
+    quick = io.StringIO()
+    with progress_line.Ticker("wheelhouse", "downloading x==1", every=5, out=quick):
+        pass
+    assert quick.getvalue() == ""  # done within the interval: nothing to say
