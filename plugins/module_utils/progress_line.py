@@ -98,9 +98,13 @@ class Ticker:
         return line(self.who, self.what, elapsed, eta_s=eta, expected_s=self.expected_s,
                     basis=self.basis, no_eta=self.no_eta)  # fmt: skip
 
+    def _say(self, text: str) -> None:
+        self.out.write(text + "\n")  # a stream, not print(): module_utils code (sanity)
+        self.out.flush()
+
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            print(self.now_line(), file=self.out, flush=True)
+            self._say(self.now_line())
             self.lines += 1
 
     def __enter__(self) -> Ticker:
@@ -113,4 +117,4 @@ class Ticker:
         self._thread.join()
         if self.lines and exc[0] is None:
             elapsed = self.clock() - self.t0
-            print(done(self.who, self.what, elapsed), file=self.out, flush=True)
+            self._say(done(self.who, self.what, elapsed))
