@@ -21,30 +21,32 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.specdeploy.toolkit.plugins.module_utils import progress_line
 
 display = Display()
 
 
 def describe(host: str, state: dict) -> str:
-    """One progress line: the phase (weights with percentage), time in, ETA or the window."""
-    percent = f" {state['percent']}%" if state.get("percent") is not None else ""
+    """One progress line (plugins/module_utils/progress_line.py, the format every wait uses):
+    the phase (weights with percentage), time in, ETA from the node's earlier starts."""
+    basis = f"{state.get('starts')} earlier start(s)"
+    no_history = "no earlier start recorded on this node"
     if state.get("ready"):
         window = (state.get("window") or {}).get("window_s", "?")
         head = f"{host}: ready after a downtime window of {window} s"
-    else:
-        head = f"{host}: {state['title']}{percent} ({state['elapsed_s']} s in"
-    if state.get("eta_s") is None:
-        tail = "no ETA: no earlier start recorded on this node"
-    elif state.get("ready"):
-        tail = f"the usual {state['expected_s']:.0f} s from {state['starts']} earlier start(s)"
-    elif state["eta_s"] >= 0:
-        tail = f"ETA {state['eta_s']:.0f} s from {state['starts']} earlier start(s)"
-    else:
-        tail = (
-            f"{-state['eta_s']:.0f} s past the usual {state['expected_s']:.0f} s"
-            f" of {state['starts']} earlier start(s)"
-        )
-    return f"{head} ({tail})" if state.get("ready") else f"{head}; {tail})"
+        if state.get("eta_s") is None:
+            return f"{head} (no ETA: {no_history})"
+        return f"{head} (the usual {progress_line.span(state['expected_s'])} from {basis})"
+    return progress_line.line(
+        host,
+        state["title"],
+        state["elapsed_s"],
+        percent=state.get("percent"),
+        eta_s=state.get("eta_s"),
+        expected_s=state.get("expected_s"),
+        basis=basis,
+        no_eta=no_history,
+    )
 
 
 class ActionModule(ActionBase):

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.specdeploy.toolkit.plugins.module_utils import progress_line
+
 NOISE = (re.compile(r"^Shared connection to"),)
 REASON_LIMIT = 900
 
@@ -82,6 +84,93 @@ def rollout_note(
     return note
 
 
+def stage_sizes(serial: Any, count: int) -> list[int]:
+    """The batch sizes Ansible makes of ``count`` hosts for a play's ``serial`` (an int, "N%"
+    or a list of them, the last one repeating; a percentage of the play's hosts, at least 1)."""
+    items = serial if isinstance(serial, list) else [serial]
+    items = items or [count]
+    sizes: list[int] = []
+    left, i = count, 0
+    while left > 0:
+        item = str(items[min(i, len(items) - 1)]).strip()
+        if item.endswith("%"):
+            size = int(float(item[:-1]) / 100.0 * count) or 1
+        else:
+            size = int(item) if int(item) > 0 else left  # serial 0: all at once
+        sizes.append(min(size, left))
+        left -= sizes[-1]
+        i += 1
+    return sizes
+
+
+def _stage_infos(
+    play: str, hosts_all: Iterable[str], hostvars: Mapping[str, Any], with_host: bool = False
+) -> list[Any]:
+    """The stage facts (``deploy_rollout_stage``) the play's nodes recorded in this run."""
+    infos: list[Any] = []
+    for host in hosts_all:
+        info = (hostvars.get(host) or {}).get("deploy_rollout_stage")
+        if isinstance(info, Mapping) and info.get("play") == play:
+            infos.append((host, dict(info)) if with_host else dict(info))
+    return infos
+
+
+def rollout_stage(
+    play: str,
+    batch: Iterable[str],
+    hosts_all: Iterable[str],
+    hostvars: Mapping[str, Any],
+    now: float,
+) -> dict[str, Any]:
+    """This batch's stage of the rollout ``play``: its number (one more than the stages the
+    play's other nodes recorded), when the rollout began and when this stage began."""
+    mine = set(batch)
+    earlier = [
+        i for h, i in _stage_infos(play, hosts_all, hostvars, with_host=True) if h not in mine
+    ]
+    stage = 1 + max((int(i["stage"]) for i in earlier), default=0)
+    began = min((float(i["rollout_began"]) for i in earlier), default=float(now))
+    return {"play": play, "stage": stage, "rollout_began": began, "stage_began": float(now)}
+
+
+def rollout_stage_line(
+    info: Mapping[str, Any],
+    label: str,
+    batch: Iterable[str],
+    hosts_all: Iterable[str],
+    serial: Any,
+    hostvars: Mapping[str, Any],
+) -> str:
+    """The progress line of a stage start, in the format of every wait
+    (plugins/module_utils/progress_line.py); the ETA from the stages done in this run."""
+    hosts = list(hosts_all)
+    total = len(stage_sizes(serial, len(hosts)))
+    stage = int(info["stage"])
+    began = {int(i["stage"]): float(i["stage_began"])
+             for i in _stage_infos(str(info["play"]), hosts, hostvars)}  # fmt: skip
+    began[stage] = float(info["stage_began"])
+    done = [began[k + 1] - began[k] for k in range(1, stage) if k in began and k + 1 in began]
+    elapsed = float(info["stage_began"]) - float(info["rollout_began"])
+    nodes = ", ".join(batch)
+    what = f"stage {stage}/{total} starts ({nodes})"
+    if not done:
+        return progress_line.line(f"rollout, {label}", what, elapsed,
+                                  no_eta="no stage finished yet in this run")  # fmt: skip
+    per = sum(done) / len(done)
+    return progress_line.line(
+        f"rollout, {label}",
+        what,
+        elapsed,
+        eta_s=per * (total - stage + 1),
+        basis=f"the {len(done)} stage(s) done in this run, {progress_line.span(per)} each",
+    )
+
+
 class FilterModule:
     def filters(self):
-        return {"failure_reason": failure_reason, "rollout_note": rollout_note}
+        return {
+            "failure_reason": failure_reason,
+            "rollout_note": rollout_note,
+            "rollout_stage": rollout_stage,
+            "rollout_stage_line": rollout_stage_line,
+        }

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from specdeploy.controller import wheels
+from specdeploy.node.module_utils import progress_line
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
@@ -71,22 +72,25 @@ def download(wheelhouse: Path, requirement: str) -> None:
     if have(wheelhouse, name, version):
         return
     print(f"wheelhouse: downloading {requirement}", flush=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "-d",
-            str(wheelhouse),
-            *NODE_PLATFORM,
-            requirement,
-        ],
-        check=True,
-    )
+    with progress_line.Ticker(
+        "wheelhouse", f"downloading {requirement}", no_eta="pip does not say the size ahead"
+    ):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-d",
+                str(wheelhouse),
+                *NODE_PLATFORM,
+                requirement,
+            ],
+            check=True,
+        )
 
 
 def node_requirements() -> list[str]:

@@ -127,34 +127,121 @@ def pipeline_cmd(cfg: Path) -> list[str]:
     ]
 
 
-def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"
-    cfg_a, cfg_b = prepare(a), prepare(b)
-    whole = subprocess.run(
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One uninterrupted one-process run of the whole pipeline: (its root, its stdout)."""
+    b = tmp_path_factory.mktemp("whole")
+    cfg_b = prepare(b)
+    run = subprocess.run(
         pipeline_cmd(cfg_b), cwd=REPO, capture_output=True, text=True, env=DETERMINISTIC_ENV
     )
-    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    return b, run.stdout
 
-    # its own process group: the kill below takes the worker with it, as a crash or an
-    # operator's Ctrl-C would (a surviving worker would race the resumed run)
+
+def kill_after_checkpoint(cmd: list[str], root: Path) -> int:
+    """Start the pipeline, SIGKILL its process group once the first training checkpoint is
+    written (a crash, or an operator's kill); the CHUNK lines the worker finished before."""
+    # its own process group: the kill takes the worker with it, as a crash or an operator's
+    # Ctrl-C would (a surviving worker would race the resumed run)
     proc = subprocess.Popen(
-        pipeline_cmd(cfg_a),
+        cmd,
         cwd=REPO,
         env=DETERMINISTIC_ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    ckpt = a / "work" / "train" / "checkpoint.pt"
+    ckpt = root / "work" / "train" / "checkpoint.pt"
     t0 = time.monotonic()
     while not ckpt.exists() and time.monotonic() - t0 < 300 and proc.poll() is None:
         time.sleep(0.05)
     assert proc.poll() is None, "training finished before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)  # the pipeline this test started and its worker
     proc.wait(10)
-    worker_log = (a / "work" / "train" / "worker.log").read_text()
-    done_before = worker_log.count("CHUNK ")
-    assert not StepState(a / "work", "train").done
+    assert not StepState(root / "work", "train").done
+    return (root / "work" / "train" / "worker.log").read_text().count("CHUNK ")
+
+
+def training_processes(job: Path) -> list[int]:
+    """Processes still running with this job file on their command line."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(job).encode() in cmd:
+            pids.append(int(proc.name))
+    return pids
+
+
+COMPARE = r"""
+import json, sys, torch
+a = torch.load(sys.argv[1], weights_only=False)
+b = torch.load(sys.argv[2], weights_only=False)
+diff = max((a["model"][k].float() - b["model"][k].float()).abs().max().item() for k in a["model"])
+print(json.dumps({"max_abs_diff": diff, "epochs": [a["epoch"], b["epoch"]]}))
+"""
+
+# DDP against one process: the same batches, the same loss (see torch_worker.step_loss); only
+# the order of float32 summation differs (each rank sums its share, gloo adds the shares). On
+# this data that moves a weight by under 1e-6 after 42 optimizer steps; one optimizer step of
+# AdamW at this learning rate moves weights by about 3e-3, so a skipped, repeated or
+# half-applied step lies far outside.
+DDP_TOLERANCE = 1e-5
+
+
+def test_training_under_torchrun_with_two_processes_matches_one_and_resumes(
+    tmp_path: Path, whole: tuple[Path, str]
+) -> None:
+    b, _ = whole
+    cfg = prepare(tmp_path)
+    knobs = json.loads(cfg.read_text())
+    knobs["train_processes"] = 2
+    cfg.write_text(json.dumps(knobs))
+    until_train = [*pipeline_cmd(cfg), "--until", "train"]
+    job = tmp_path / "work" / "train" / "job.json"
+    ckpt = tmp_path / "work" / "train" / "checkpoint.pt"
+    done_before = kill_after_checkpoint(until_train, tmp_path)
+    # torchrun starts each rank in a session of its own; they must die with torchrun
+    t0 = time.monotonic()
+    while training_processes(job) and time.monotonic() - t0 < 20:
+        time.sleep(0.1)
+    assert training_processes(job) == [], "a training rank outlived the killed run"
+    log = (tmp_path / "work" / "train" / "worker.log").read_text()
+    assert "distributed: 2 processes, gloo" in log
+
+    resumed = subprocess.run(
+        until_train, cwd=REPO, capture_output=True, text=True, env=DETERMINISTIC_ENV
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    log = (tmp_path / "work" / "train" / "worker.log").read_text()
+    assert "resumed at epoch 0 step" in log
+    assert done_before >= 1
+    # the resumed run did only the steps after the checkpoint; the two runs did them all
+    steps_total = (b / "work" / "train" / "worker.log").read_text().count("CHUNK ")
+    assert log.count("CHUNK ") >= steps_total
+    assert resumed.stdout.count("[drafter] train:") < steps_total
+    cmp = subprocess.run(
+        [TORCH_PYTHON, "-c", COMPARE, str(ckpt), str(b / "work" / "train" / "checkpoint.pt")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    res = json.loads(cmp.stdout)
+    assert res["epochs"] == [3, 3]
+    assert res["max_abs_diff"] <= DDP_TOLERANCE, res
+
+
+def test_training_killed_mid_step_resumes_to_the_same_drafter(
+    tmp_path: Path, whole: tuple[Path, str]
+) -> None:
+    a = tmp_path / "a"
+    b, whole_stdout = whole
+    cfg_a = prepare(a)
+
+    done_before = kill_after_checkpoint(pipeline_cmd(cfg_a), a)
 
     resumed = subprocess.run(
         pipeline_cmd(cfg_a), cwd=REPO, capture_output=True, text=True, env=DETERMINISTIC_ENV
@@ -162,7 +249,7 @@ def test_training_killed_mid_step_resumes_to_the_same_drafter(tmp_path: Path) ->
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     log = (a / "work" / "train" / "worker.log").read_text()
     assert "resumed at epoch 0 step" in log
-    steps_total = whole.stdout.count("[drafter] train:")
+    steps_total = whole_stdout.count("[drafter] train:")
     # the resumed run did only the steps after the checkpoint
     assert resumed.stdout.count("[drafter] train:") < steps_total
     assert done_before >= 1  # the checkpoint exists: at least one chunk was finished

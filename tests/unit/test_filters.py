@@ -212,3 +212,38 @@ def test_a_baseline_start_is_its_own_entry_with_its_measurement_not_the_validati
     # a baseline run that failed or printed no JSON carries nothing
     hostvars["n1"]["validation_baseline_start_run"] = {"rc": 2, "stdout": "{}"}
     assert downtime.downtime_starts(["n1"], hostvars, "t")[0]["baseline"] is None
+
+
+def test_rollout_stage_lines_count_the_stages_and_take_the_eta_from_the_done_ones() -> None:
+    from ansible_collections.specdeploy.toolkit.plugins.filter.rollout import (
+        rollout_stage,
+        rollout_stage_line,
+        stage_sizes,
+    )
+
+    assert stage_sizes([1, "50%"], 4) == [1, 2, 1]  # deploy.yml's default stages on 4 nodes
+    assert stage_sizes([1, "50%"], 1) == [1]
+    assert stage_sizes(["100%"], 3) == [3]
+    assert stage_sizes(1, 3) == [1, 1, 1]
+    hosts = ["n1", "n2", "n3", "n4"]
+    hv: dict = {h: {} for h in hosts}
+    serial = [1, "50%"]
+    first = rollout_stage("rollout_changing", ["n1"], hosts, hv, 1000.0)
+    hv["n1"]["deploy_rollout_stage"] = first
+    line = rollout_stage_line(first, "canary first, then stages", ["n1"], hosts, serial, hv)
+    assert line == (
+        "rollout, canary first, then stages: stage 1/3 starts (n1) "
+        "(0.0 s in; no ETA: no stage finished yet in this run)"
+    )
+    second = rollout_stage("rollout_changing", ["n2", "n3"], hosts, hv, 1090.0)
+    assert second["stage"] == 2 and second["rollout_began"] == 1000.0
+    hv["n2"]["deploy_rollout_stage"] = hv["n3"]["deploy_rollout_stage"] = second
+    line = rollout_stage_line(second, "stages", ["n2", "n3"], hosts, serial, hv)
+    # one stage done in 90 s; this one and the last left: 180 s
+    assert line == (
+        "rollout, stages: stage 2/3 starts (n2, n3) "
+        "(90.0 s in; ETA 3 min 00 s from the 1 stage(s) done in this run, 90 s each)"
+    )
+    # another play of the same run (the drifted nodes) counts its own stages
+    other = rollout_stage("rollout_drifted", ["n4"], hosts, hv, 1200.0)
+    assert other["stage"] == 1 and other["rollout_began"] == 1200.0

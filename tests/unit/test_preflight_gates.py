@@ -32,7 +32,7 @@ def gate_task() -> dict:
 
 def preflight(gates: dict, k: int = 3, levels=(1, 8, 32), speculative: bool = True):
     """(exit code, the message the role's assert shows) for these inventory values."""
-    command = gate_task()["ansible.builtin.command"]
+    command = gate_task()["specdeploy.toolkit.controller_check"]
     argv = ast.literal_eval(
         jinja2.Environment()
         .from_string(command["argv"])
@@ -53,7 +53,7 @@ def preflight(gates: dict, k: int = 3, levels=(1, 8, 32), speculative: bool = Tr
 
 
 def test_the_task_calls_the_gate_validator_with_the_gates_on_stdin():
-    command = gate_task()["ansible.builtin.command"]
+    command = gate_task()["specdeploy.toolkit.controller_check"]
     assert "'--validate', '/dev/stdin'" in command["argv"]
     assert command["stdin"] == "{{ specdeploy_release_gates | to_json }}"
 

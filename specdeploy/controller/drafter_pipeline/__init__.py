@@ -11,6 +11,9 @@ Steps, one module each, each resumable from its state file (workdir.py):
 3. convention.py the training states vs. what the serving path hands the drafter (numeric;
                  a mismatch stops the run naming the offset)
 4. train.py      plain-PyTorch EAGLE-3 training (torch_worker.py, the training venv)
+                 ``train_processes: N`` runs it under torchrun with DistributedDataParallel
+                 (one GPU a rank; gloo on CPU): the one-process result up to float summation
+                 order (CI: within 1e-5 of the weights, tests/unit/test_drafter_training.py)
 5. convert       vLLM's checkpoint format (checkpoint.py) + held-out acceptance
 6. pipeline.py   specdeploy-drafter.json (specdeploy.controller.drafter_provenance), output
 

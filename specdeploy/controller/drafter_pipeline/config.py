@@ -123,7 +123,14 @@ def _semantic(v: dict[str, Any]) -> None:
     ids = v["aux_layer_ids"]
     if len(ids) != 3 or len(set(ids)) != 3:
         raise ConfigError(f"aux_layer_ids: {ids}: an EAGLE-3 drafter takes 3 distinct layers")
-    for key in ("max_tokens", "concurrency", "chunk_size", "epochs", "batch_sequences"):
+    for key in (
+        "max_tokens",
+        "concurrency",
+        "chunk_size",
+        "epochs",
+        "batch_sequences",
+        "train_processes",
+    ):
         if v[key] < 1:
             raise ConfigError(f"{key}: {v[key]} must be at least 1")
     if not 0.0 <= v["heldout_fraction"] < 1.0:

@@ -19,6 +19,7 @@ from specdeploy.controller.drafter_pipeline import convention, extract, generate
 from specdeploy.controller.drafter_pipeline.checkpoint import drafter_config, write_bootstrap
 from specdeploy.controller.drafter_pipeline.config import Config
 from specdeploy.controller.drafter_pipeline.workdir import StepState
+from specdeploy.node.module_utils import progress_line
 
 PROVENANCE = "provenance"
 STEPS = ("generate", "extract", "convention", "train", "convert", PROVENANCE)
@@ -113,7 +114,8 @@ def run(cfg: Config, until: str = PROVENANCE) -> dict[str, Any]:
         t0 = time.monotonic()
         results[step] = RUNNERS[step](cfg, workdir)
         if not state.done:
-            print(f"[drafter] {step}: finished in {time.monotonic() - t0:.1f}s", flush=True)
+            took = time.monotonic() - t0
+            print(progress_line.done(f"[drafter] {step}", "finished", took), flush=True)
         if step == until:
             break
     return results

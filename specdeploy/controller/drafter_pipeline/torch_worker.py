@@ -18,21 +18,43 @@ Modes (job["mode"]): ``train`` (resumable: a checkpoint after every optimizer st
 and each epoch, atomically; a rerun continues at the saved step with the same data order),
 ``export`` (bf16 safetensors with vLLM's names, and the held-out acceptance per position).
 Prints ``CHUNK <epoch> <sequences>`` per optimizer step.
+
+Several processes (``train_processes`` > 1): the pipeline starts this module under
+``torchrun --standalone --nproc_per_node N`` and training is DistributedDataParallel (gloo on
+CPU, nccl on CUDA, one GPU per local rank). The batch order is the one-process order; each
+optimizer step's ``batch_sequences`` are dealt out over the ranks (rank r takes every N-th)
+and each rank's loss is normalised by the token counts of the WHOLE step (all-reduced first),
+so DDP's gradient average is the one-process gradient: the same training, up to floating-point
+summation order. Rank 0 writes the checkpoint; every rank resumes from it (and a checkpoint of
+either kind resumes under either process count). speculators 0.9.0's own distributed setup
+(``speculators.train.utils.maybe_setup_distributed``) is not used: it needs an accelerator
+(raises without one, so no CPU/gloo), wraps the model in FSDP2 with bf16 parameters and reads
+its own data format; its torchrun contract is followed (``LOCAL_RANK``/``WORLD_SIZE`` set
+means distributed).
+
+The hidden states stream from the extraction chunks: only the three small per-sequence tensors
+of each chunk are read up front; a batch's rows are read from the memory-mapped file when the
+batch is built (``Sequences``), so the states never have to fit in memory.
 """
 
 from __future__ import annotations
 
+import ctypes
+import inspect
 import json
 import math
 import os
 import random
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+from torch import distributed as dist
 from torch import nn
 
 from specdeploy.controller.drafter_pipeline.split import is_heldout
@@ -109,6 +131,9 @@ class Eagle3Drafter(nn.Module):
         prenorm = m + residual
         return self.lm_head(self.norm(prenorm)), prenorm
 
+    def forward(self, ids: torch.Tensor, states: torch.Tensor, steps: int) -> list[torch.Tensor]:
+        return self.unroll(ids, states, steps)  # DDP hooks the backward of forward() calls
+
     def unroll(self, ids: torch.Tensor, states: torch.Tensor, steps: int) -> list[torch.Tensor]:
         """Logits of drafting steps 1..steps at every anchor t, teacher-forced tokens.
 
@@ -145,22 +170,40 @@ class Eagle3Drafter(nn.Module):
         return out
 
 
-def load_chunks(paths: list[str]) -> list[dict[str, Any]]:
-    seqs = []
-    for p in paths:
-        t = load_file(p)
-        offs = t["seq_offsets"].tolist()
-        for s in range(len(offs) - 1):
-            lo, hi = offs[s], offs[s + 1]
-            seqs.append(
-                {
-                    "record": int(t["record_index"][s]),
-                    "ids": t["input_ids"][lo:hi],
-                    "states": t["hidden_states"][lo:hi].flatten(1),
-                    "loss_start": int(t["loss_start"][s]),
-                }
-            )
-    return seqs
+class Sequences:
+    """The extraction chunks' sequences, read from disk per batch.
+
+    Up front: each chunk's ``seq_offsets``, ``record_index`` and ``loss_start`` (a few ints a
+    sequence). ``get(i)`` reads sequence i's ids and hidden-state rows through safetensors'
+    memory map (``safe_open`` + ``get_slice``): only the rows asked for are read.
+    """
+
+    def __init__(self, paths: list[str], keep: Any = None) -> None:
+        self.files: list[Any] = []
+        self.index: list[tuple[int, int, int, int, int]] = []  # file, lo, hi, record, loss_start
+        for p in paths:
+            fh = safe_open(p, framework="pt")
+            offs = fh.get_tensor("seq_offsets").tolist()
+            recs = fh.get_tensor("record_index").tolist()
+            starts = fh.get_tensor("loss_start").tolist()
+            f = len(self.files)
+            self.files.append(fh)
+            for s in range(len(offs) - 1):
+                if keep is None or keep(int(recs[s])):
+                    self.index.append((f, offs[s], offs[s + 1], int(recs[s]), int(starts[s])))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def get(self, i: int) -> dict[str, Any]:
+        f, lo, hi, record, loss_start = self.index[i]
+        fh = self.files[f]
+        return {
+            "record": record,
+            "ids": fh.get_slice("input_ids")[lo:hi],
+            "states": fh.get_slice("hidden_states")[lo:hi].flatten(1),
+            "loss_start": loss_start,
+        }
 
 
 def batch(seqs: list[dict[str, Any]], device: str):
@@ -246,17 +289,88 @@ def save_atomic(obj: Any, path: Path) -> None:
     tmp.replace(path)
 
 
+def die_with_parent() -> None:
+    """torchrun starts each rank in a session of its own: a rank must not outlive the torchrun
+    that started it (killed with the pipeline, it would go on writing the checkpoint that the
+    resumed run reads). Linux's PR_SET_PDEATHSIG; elsewhere nothing."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def setup_distributed(device: str) -> tuple[int, int, str]:
+    """(rank, world size, this rank's device): torchrun sets ``LOCAL_RANK`` and ``WORLD_SIZE``."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if "LOCAL_RANK" not in os.environ or world == 1:
+        return 0, 1, device
+    die_with_parent()
+    local = int(os.environ["LOCAL_RANK"])
+    if device == "cuda":
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl")
+        return dist.get_rank(), world, f"cuda:{local}"
+    dist.init_process_group("gloo")
+    return dist.get_rank(), world, device
+
+
+def step_loss(
+    model: nn.Module,
+    group: list[dict[str, Any]],
+    job: dict[str, Any],
+    device: str,
+    rank: int,
+    world: int,
+) -> torch.Tensor:
+    """This rank's share of one optimizer step's loss, scaled so that the average over the
+    ranks (DDP's gradient average) is the one-process loss of the whole group: per drafting
+    step k, the weighted sum of token cross-entropies over the label count of the group."""
+    steps = job["ttt_steps"]
+    weights = [0.8**k for k in range(steps)]
+    mine = group[rank::world]
+    empty = not mine
+    ids, states, valid, _ = batch(mine or group[:1], device)
+    counts = torch.zeros(steps, dtype=torch.float64)
+    oks = []
+    for k in range(1, steps + 1):
+        lab, ok = step_labels(ids, valid, k)
+        if empty:
+            ok = torch.zeros_like(ok)
+        oks.append((lab, ok))
+        counts[k - 1] = float(ok.sum().item())
+    if world > 1:
+        dist.all_reduce(counts)
+    if device.startswith("cuda"):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            outs = model(ids, states, steps)
+    else:
+        outs = model(ids, states, steps)
+    loss = torch.zeros((), device=device)
+    for k, logits in enumerate(outs, 1):
+        lab, ok = oks[k - 1]
+        n = counts[k - 1].item()
+        if n > 0:
+            ce = F.cross_entropy(logits[ok].float(), lab[ok], reduction="sum")
+            loss = loss + weights[k - 1] * ce / n
+        else:
+            loss = loss + 0.0 * logits.float().sum()  # every parameter joins DDP's reduction
+    if empty:
+        loss = loss + 0.0 * sum(o.float().sum() for o in outs)
+    return loss * world
+
+
 def train(job: dict[str, Any]) -> None:
-    device = job["device"]
+    rank, world, device = setup_distributed(job["device"])
     model = build(job, device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=job["learning_rate"], weight_decay=0.0)
-    seqs = [
-        s
-        for s in load_chunks(job["chunks"])
-        if not is_heldout(s["record"], job["heldout_fraction"], job["seed"])
-    ]
-    if not seqs:
+    seqs = Sequences(
+        job["chunks"], lambda r: not is_heldout(r, job["heldout_fraction"], job["seed"])
+    )
+    if not len(seqs):
         raise SystemExit("no training sequences (all held out?)")
     bs = job["batch_sequences"]
     steps_per_epoch = (len(seqs) + bs - 1) // bs
@@ -267,33 +381,36 @@ def train(job: dict[str, Any]) -> None:
         model.load_state_dict(saved["model"], strict=False)
         opt.load_state_dict(saved["opt"])
         start_epoch, start_step = saved["epoch"], saved["step"]
-        print(f"resumed at epoch {start_epoch} step {start_step}", flush=True)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else None
+        if rank == 0:
+            print(f"resumed at epoch {start_epoch} step {start_step}", flush=True)
+    net: nn.Module = model
+    if world > 1:
+        ids = [int(device.split(":")[1])] if device.startswith("cuda") else None
+        # the frozen embedding (a buffer, the same on every rank) is not re-sent every step;
+        # torch 2.13 renamed the switch
+        ddp = nn.parallel.DistributedDataParallel
+        sync = (
+            "forward_sync_buffers"
+            if "forward_sync_buffers" in inspect.signature(ddp.__init__).parameters
+            else "broadcast_buffers"
+        )
+        net = ddp(model, device_ids=ids, **{sync: False})
+        if rank == 0:
+            print(f"distributed: {world} processes, {dist.get_backend()}", flush=True)
     every = max(1, job.get("checkpoint_every", 20))
-    weights = [0.8**k for k in range(job["ttt_steps"])]
     for epoch in range(start_epoch, job["epochs"]):
         order = list(range(len(seqs)))
         random.Random(job["seed"] * 1000 + epoch).shuffle(order)
         first = start_step if epoch == start_epoch else 0
         for st in range(first, steps_per_epoch):
-            group = [seqs[i] for i in order[st * bs : (st + 1) * bs]]
-            ids, states, valid, _ = batch(group, device)
-            if autocast:
-                with autocast:
-                    outs = model.unroll(ids, states, job["ttt_steps"])
-            else:
-                outs = model.unroll(ids, states, job["ttt_steps"])
-            loss = torch.zeros((), device=device)
-            for k, logits in enumerate(outs, 1):
-                lab, ok = step_labels(ids, valid, k)
-                if ok.any():
-                    loss = loss + weights[k - 1] * F.cross_entropy(logits[ok].float(), lab[ok])
+            group = [seqs.get(i) for i in order[st * bs : (st + 1) * bs]]
+            loss = step_loss(net, group, job, device, rank, world)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             done = st + 1
-            if done % every == 0 or done == steps_per_epoch:
+            if rank == 0 and (done % every == 0 or done == steps_per_epoch):
                 nxt = (epoch + 1, 0) if done == steps_per_epoch else (epoch, done)
                 save_atomic(
                     {
@@ -304,24 +421,32 @@ def train(job: dict[str, Any]) -> None:
                     },
                     ckpt,
                 )
-            print(f"CHUNK {epoch} {len(group)} loss={loss.item():.4f}", flush=True)
+            if world > 1:
+                lsum = loss.detach().float().reshape(1).cpu()
+                dist.all_reduce(lsum)
+                shown = lsum.item() / world
+            else:
+                shown = loss.item()
+            if rank == 0:
+                print(f"CHUNK {epoch} {len(group)} loss={shown:.4f}", flush=True)
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 @torch.no_grad()
 def heldout_acceptance(job: dict[str, Any], model: Eagle3Drafter) -> dict[str, Any]:
     k_max = job["num_speculative_tokens"]
-    seqs = [
-        s
-        for s in load_chunks(job["chunks"])
-        if is_heldout(s["record"], job["heldout_fraction"], job["seed"])
-    ]
-    if not seqs:
+    seqs = Sequences(job["chunks"], lambda r: is_heldout(r, job["heldout_fraction"], job["seed"]))
+    if not len(seqs):
         return {"sequences": 0}
     hits = torch.zeros(k_max)
     anchors = 0
     device = job["device"]
     for i in range(0, len(seqs), 8):
-        ids, states, valid, resp = batch(seqs[i : i + 8], device)
+        ids, states, valid, resp = batch(
+            [seqs.get(j) for j in range(i, min(i + 8, len(seqs)))], device
+        )
         outs = model.unroll(ids, states, k_max)
         chain = None
         # anchors: the next token ids[t + 1] is a response token and k_max labels exist

@@ -8,6 +8,7 @@ few optimizer steps); progress is one line per optimizer step with an ETA.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from specdeploy.controller.drafter_pipeline.workdir import Progress, StepState, 
 
 TRAIN, CONVERT = "train", "convert"
 MODULE = "specdeploy.controller.drafter_pipeline.torch_worker"
+TORCHRUN = "torch.distributed.run"
 
 
 def served_config(cfg: Config) -> dict[str, Any]:
@@ -51,6 +53,18 @@ def job(cfg: Config, workdir: Path, mode: str) -> dict[str, Any]:
     }
 
 
+def launch_args(processes: int, job_path: str) -> tuple[str, list[str], dict[str, str]]:
+    """The worker module, its arguments and environment: the torch worker itself for one
+    process, else torchrun (``python -m torch.distributed.run``) on this machine only: its
+    rendezvous and the gloo/NCCL bootstrap stay on the loopback interface."""
+    if processes == 1:
+        return MODULE, [job_path], {}
+    args = ["--standalone", "--nproc_per_node", str(processes), "-m", MODULE, job_path]
+    env = {k: os.environ.get(k, "lo") for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
+    env["MASTER_ADDR"] = "127.0.0.1"
+    return TORCHRUN, args, env
+
+
 def run_train(cfg: Config, workdir: Path) -> dict[str, Any]:
     state = StepState(workdir, TRAIN)
     if state.done:
@@ -68,10 +82,13 @@ def run_train(cfg: Config, workdir: Path) -> dict[str, Any]:
     def on_step(epoch: int, n: int) -> None:
         prog.advance(n, f"epoch {epoch + 1}/{cfg.epochs}")
 
-    run_worker(
-        cfg.train_python, MODULE, [str(state.dir / "job.json")], state.dir / "worker.log", on_step
-    )
-    result = {"epochs": cfg.epochs, "trainer": "specdeploy-torch (torch_worker.py)"}
+    module, args, env = launch_args(cfg.train_processes, str(state.dir / "job.json"))
+    run_worker(cfg.train_python, module, args, state.dir / "worker.log", on_step, env)
+    result = {
+        "epochs": cfg.epochs,
+        "trainer": "specdeploy-torch (torch_worker.py)",
+        "processes": cfg.train_processes,
+    }
     state.finish(result)
     return result
 

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from specdeploy.node.module_utils import progress_line
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,17 +99,11 @@ class StaleStepError(RuntimeError):
     pass
 
 
-def fmt_duration(seconds: float) -> str:
-    s = int(max(0, seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
-
-
 class Progress:
-    """One line per update: done/total, rate over this run, ETA (resumed work not counted)."""
+    """One line per update in the format every wait uses (specdeploy.node.module_utils.
+    progress_line): ``[drafter] train: epoch 1/3, 12/81 sequences 15% (40.1 s in; ETA 3 min
+    10 s from this run's 18.0 sequences/min)``; work done by an earlier, interrupted run is
+    counted as done but not in the rate."""
 
     def __init__(
         self,
@@ -131,14 +127,19 @@ class Progress:
         new = self.done - self.start_done
         pct = 100.0 * self.done / self.total if self.total else 100.0
         rate = new / elapsed if elapsed > 0 and new > 0 else 0.0
-        eta = fmt_duration((self.total - self.done) / rate) if rate > 0 else "?"
-        resumed = f", {self.start_done} resumed" if self.start_done else ""
-        return (
-            f"[drafter] {self.step}: {self.done}/{self.total} {self.unit} ({pct:.0f}%){resumed}, "
-            f"{rate * 60:.1f} {self.unit}/min, ETA {eta}{self.extra}"
+        resumed = f"; {self.start_done} resumed from an earlier run" if self.start_done else ""
+        what = f"{self.extra}{self.done}/{self.total} {self.unit}"
+        return progress_line.line(
+            f"[drafter] {self.step}",
+            what,
+            elapsed,
+            percent=pct,
+            eta_s=(self.total - self.done) / rate if rate > 0 else None,
+            basis=f"this run's {rate * 60:.1f} {self.unit}/min{resumed}",
+            no_eta=f"no {self.unit} finished yet in this run{resumed}",
         )
 
     def advance(self, n: int = 1, extra: str = "") -> None:
         self.done += n
-        self.extra = f", {extra}" if extra else ""
+        self.extra = f"{extra}, " if extra else ""
         print(self.line(), file=self.out, flush=True)

@@ -1,0 +1,73 @@
+#!/usr/bin/python
+"""Documentation of the action plugin specdeploy.toolkit.controller_check (plugins/action).
+
+The work happens on the controller (plugins/action/controller_check.py); this file only carries
+the documentation ansible-doc shows, the usual place for an action plugin's documentation.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: controller_check
+short_description: Run a controller-side check once per distinct input for the whole run
+description:
+  - Runs O(argv) on the controller like M(ansible.builtin.command) and keeps the answer for
+    the rest of the playbook run, keyed by the sha256 of O(argv), O(stdin) and O(chdir).
+  - Hosts with the same inputs share one run of the check (the others wait for its answer);
+    a host whose inputs differ gets its own run.
+  - The answers live in the run's local temporary directory and go with it.
+version_added: 0.1.0
+author: specdeploy maintainers (!UNKNOWN)
+options:
+  argv:
+    description: The command and its arguments.
+    type: list
+    elements: str
+    required: true
+  stdin:
+    description: Text the command reads on its standard input.
+    type: str
+  chdir:
+    description: The directory the command runs in.
+    type: path
+attributes:
+  check_mode:
+    support: full
+    description: Runs in check mode too; the checks are read-only.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+  action:
+    support: full
+    description: Runs on the controller only.
+notes:
+  - The answer of one run is never reused by another run.
+"""
+
+EXAMPLES = r"""
+- name: Check the gates (once for every node that has the same ones)
+  specdeploy.toolkit.controller_check:
+    argv: [python3, -m, specdeploy.node.validation.gate, --validate, /dev/stdin]
+    stdin: "{{ specdeploy_release_gates | to_json }}"
+    chdir: /opt/specdeploy-toolkit
+  register: gates_check
+"""
+
+RETURN = r"""
+rc:
+  description: The command's exit status.
+  returned: always
+  type: int
+stdout:
+  description: Its standard output.
+  returned: always
+  type: str
+stderr:
+  description: Its standard error.
+  returned: always
+  type: str
+cached:
+  description: Whether the answer came from another host's run with the same inputs.
+  returned: always
+  type: bool
+"""

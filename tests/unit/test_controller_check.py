@@ -1,0 +1,99 @@
+"""The plan play's controller-side checks run once per distinct input (issue 27 item 1).
+
+Real ansible-playbook runs roles/validation/tasks/preflight.yml (the gates check and the
+baseline knob check, both through the action plugin specdeploy.toolkit.controller_check) on
+three local hosts: two share their inventory values, the third has host_vars of its own. The
+two that share get one run of each check between them; the third gets its own, with its own
+verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+GATES = {"min_mean_acceptance_length": 1.5, "per_position_floors": [], "min_speed_up": 1.0}
+
+
+def run_play(tmp_path: Path, host_vars: dict[str, dict]) -> tuple[int, list[dict], str]:
+    common = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "specdeploy_toolkit_dir": str(REPO),
+        "specdeploy_release_gates": GATES,
+        "specdeploy_speculative_enabled": True,
+        "specdeploy_speculative_config_served": {"num_speculative_tokens": 3},
+        "specdeploy_speed_up_waiver": "",
+        "validation_concurrency": [1, 8],
+        "validation_baseline_tps": 0,
+        "validation_prompts_file": "",
+    }
+    hosts = {name: common | own for name, own in host_vars.items()}
+    (tmp_path / "hosts.json").write_text(json.dumps({"gpu_nodes": {"hosts": hosts}}))
+    (tmp_path / "play.yml").write_text(
+        "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
+        f"    - ansible.builtin.include_tasks: {REPO}/roles/validation/tasks/preflight.yml\n"
+    )
+    env = os.environ | {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+    }
+    run = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "hosts.json", "play.yml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    plays = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])[0]["plays"]
+    return run.returncode, plays[0]["tasks"], run.stdout + run.stderr
+
+
+def results(tasks: list[dict], name_start: str) -> dict[str, dict]:
+    (task,) = [t for t in tasks if t["task"]["name"].startswith(name_start)]
+    return task["hosts"]
+
+
+def test_nodes_that_share_inputs_share_one_check_and_a_node_that_differs_gets_its_own(
+    tmp_path: Path,
+) -> None:
+    bad = dict(GATES, per_position_floors=[0.5, 0.4, 0.3, 0.2])  # 4 floors for k=3
+    rc, tasks, out = run_play(
+        tmp_path, {"n1": {}, "n2": {}, "n3": {"specdeploy_release_gates": bad}}
+    )
+    assert rc == 2, out[-3000:]  # n3's gates fail; n1 and n2 go on
+    gates = results(tasks, "Check the gates")
+    # one run for n1 and n2 together (whichever came first), one of its own for n3
+    assert sorted(gates[h]["cached"] for h in ("n1", "n2")) == [False, True]
+    assert gates["n3"]["cached"] is False
+    assert gates["n1"]["rc"] == gates["n2"]["rc"] == 0
+    assert gates["n3"]["rc"] == 2
+    refused = results(tasks, "Refuse gates that do not fit")
+    assert "failed" not in refused["n1"] and "failed" not in refused["n2"]
+    assert refused["n3"]["failed"] is True
+    assert "per_position_floors" in refused["n3"]["msg"]
+    assert "n3" in refused["n3"]["msg"]
+    # the baseline knob: n1 and n2 share its inputs, n3 was already refused
+    knob = results(tasks, "Check the baseline knob")
+    assert sorted(knob) == ["n1", "n2"]
+    assert sorted(knob[h]["cached"] for h in knob) == [False, True]
+
+
+def test_a_node_with_its_own_baseline_knob_gets_its_own_verdict(tmp_path: Path) -> None:
+    rc, tasks, out = run_play(
+        tmp_path,
+        {"n1": {}, "n2": {"validation_baseline_tps": {"1": 60.0, "8": 400.0}},
+         "n3": {"validation_baseline_tps": {"1": 60.0}}},
+    )  # fmt: skip
+    assert rc == 2, out[-3000:]
+    knob = results(tasks, "Check the baseline knob")
+    assert [knob[h]["cached"] for h in ("n1", "n2", "n3")] == [False, False, False]
+    assert knob["n1"]["rc"] == 0 and knob["n2"]["rc"] == 0
+    assert knob["n3"]["rc"] != 0  # a level without a figure: refused for n3 alone
+    refused = results(tasks, "Refuse a baseline knob")
+    assert refused["n3"]["failed"] is True
+    assert "failed" not in refused["n1"] and "failed" not in refused["n2"]
