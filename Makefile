@@ -25,7 +25,7 @@ APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psm
                 prometheus prometheus-node-exporter chromium haproxy
 
 .PHONY: drafter drafter-venv help setup demo test test-faults lint collection bench deploy plan rollback validate advise status schedule unschedule monitoring \
-        sandbox-up sandbox-down preflight clear-caches prefetch clean
+        sandbox-up sandbox-down preflight clear-caches prefetch clean compare-engines
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -114,13 +114,23 @@ rollback: $(VENV)/.stamp ## back to the previous release, or TO=<release-id> (IN
 advise: $(VENV)/.stamp ## k advisor: predicted speed-up per k and concurrency from the serving nodes, no restart (INVENTORY=, EXTRA=)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/advise.yml $(EXTRA)
 
+# NODE= the one node; COMPARE_SET='sglang={"specdeploy_drafter_path": "..."}' extra vars for one
+# engine's deploy (repeat --set in COMPARE_ARGS for more); LOAD_PROFILE=1=0.5,16=0.5.
+NODE         ?=
+COMPARE_KEEP ?= before
+COMPARE_ARGS ?=
+compare-engines: $(VENV)/.stamp ## on NODE=: deploy vLLM, then SGLang, print both per level and the winner at the load mix; COMPARE_KEEP=winner keeps it, else what served before
+	@[ -n "$(NODE)" ] || { echo "make compare-engines: give NODE=<inventory host>" >&2; exit 2; }
+	$(BIN)/python -m specdeploy.controller.compare_engines run -i $(INVENTORY) --node $(NODE) --keep $(COMPARE_KEEP) \
+	  $(if $(LOAD_PROFILE),--load-profile $(LOAD_PROFILE)) $(if $(COMPARE_SET),--set '$(COMPARE_SET)') $(COMPARE_ARGS) -- $(EXTRA)
+
 validate: $(VENV)/.stamp ## checks, gates, reports in reports/; exit 0 pass, 1 failed, 2 not measured (INVENTORY=, EXTRA=)
 	@f=$$(mktemp); rc=0; $(PLAYBOOK) -i $(INVENTORY) playbooks/validate.yml -e validation_exit_file=$$f $(EXTRA) || rc=$$?; \
 	code=$$(cat $$f 2>/dev/null); rm -f $$f; [ -n "$$code" ] || code=2; [ $$rc -eq 0 ] || [ $$code -ne 0 ] || code=2; \
 	[ $$code -eq 0 ] || echo "make validate: exit $$code ($$([ $$code -eq 1 ] && echo 'a check, gate or regression failed' || echo 'could not measure'))" >&2; \
 	exit $$code
 
-status: $(VENV)/.stamp ## one table: node, release, vLLM, patch state, service, last validation
+status: $(VENV)/.stamp ## one table: node, release, engine, patch state, service, last validation (-e status_json_file=F: as JSON)
 	$(PLAYBOOK) -i $(INVENTORY) playbooks/status.yml $(EXTRA)
 
 clear-caches: $(VENV)/.stamp ## remove the compile caches of the current release (INVENTORY=)

@@ -13,18 +13,18 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-COLUMNS = ("node", "release", "vllm", "patches", "service", "downtime", "validation", "deploy")
+COLUMNS = ("node", "release", "engine", "patches", "service", "downtime", "validation", "deploy")
 HEADER = (
     "NODE",
     "RELEASE",
-    "VLLM",
+    "ENGINE",
     "PATCHES",
     "SERVICE",
     "LAST DOWNTIME",
     "LAST VALIDATION",
     "DEPLOY",
 )
-FORMAT = "%-16s %-22s %-8s %-9s %-10s %-24s %-40s %s"
+FORMAT = "%-16s %-22s %-13s %-9s %-10s %-24s %-40s %s"
 
 
 def last_starts(lines: Iterable[str]) -> dict[str, str]:
@@ -43,6 +43,16 @@ def _manifest(slurped: Mapping[str, Any] | None) -> dict[str, Any]:
     if not slurped or "content" not in slurped:
         return {}
     return json.loads(base64.b64decode(slurped["content"]))
+
+
+def _engine(manifest: Mapping[str, Any]) -> str:
+    """The engine the release serves with, as its requirement: "vllm==0.26.0" (every release
+    without an engine input is vLLM's) or "sglang==0.5.15"."""
+    inputs = manifest.get("inputs") or {}
+    if inputs.get("engine") not in (None, "vllm"):
+        return f"{inputs['engine']}=={inputs.get('engine_version', '?')}"
+    version = manifest.get("vllm_version")
+    return f"vllm=={version}" if version else "-"
 
 
 def _validation(manifest: Mapping[str, Any]) -> str:
@@ -79,7 +89,7 @@ def status_row(
     return {
         "node": host,
         "release": releases.get("current") or "-",
-        "vllm": manifest.get("vllm_version", "-"),
+        "engine": _engine(manifest),
         "patches": (manifest.get("patches") or {}).get("state", "-"),
         "service": str((facts.get("status_service") or {}).get("stdout", "")).strip(),
         "downtime": downtime,

@@ -9,15 +9,25 @@ One node, one chain of three deploys (each costs minutes under load):
 2. SGLang with the SGLang-exported drafter: passes the gates; per-position acceptance is
    "unavailable"; the release's venv holds sglang and no vLLM;
 3. the same SGLang deploy again: changed=0;
-then `make rollback` (playbooks/rollback.yml) brings the vLLM release back, serving.
+then `make rollback` (playbooks/rollback.yml) brings the vLLM release back, serving; then
+`make compare-engines` compares the two on that node and leaves vLLM serving.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
-from test_deploy_support import Deploy, NodeState, exec_start_argv, flag_value, stage_models
+from test_deploy_support import (
+    REPO,
+    Deploy,
+    NodeState,
+    exec_start_argv,
+    flag_value,
+    stage_models,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(3000)]
 
@@ -114,4 +124,32 @@ def test_rollback_to_the_vllm_release(chain, vllm_release, sglang_release):
     assert chain.node.current_release() == vllm_release
     argv = exec_start_argv(chain.node.sh("sudo -n cat /etc/systemd/system/vllm.service"))
     assert "serve" in argv and "--speculative-config" in argv, argv
+    assert chain.node.sh("systemctl is-active vllm.service").strip() == "active"
+
+
+def test_compare_engines_prints_both_per_level_and_leaves_what_served(
+    chain, vllm_release, sglang_release
+):
+    """`make compare-engines` on the node vLLM serves again: vLLM's deploy finds it serving
+    (nothing restarts), SGLang's switches and validates, then vLLM is brought back."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    sglang_vars = {k: v for k, v in SGLANG.items() if k != "specdeploy_engine"}
+    argv = [str(REPO / ".venv/bin/python"), "-m", "specdeploy.controller.compare_engines", "run",
+            "-i", str(chain.play.inventory), "--node", chain.host,
+            "--db", str(chain.root / "history.sqlite"),
+            "--set", "sglang=" + json.dumps(sglang_vars),
+            "--", "-e", json.dumps({"validation_report_root": str(chain.root)})]  # fmt: skip
+    run = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    (chain.root / "compare.log").write_text(run.stdout + run.stderr)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert any(line.startswith(f"vllm: release {vllm_release} (pass") for line in lines), lines
+    assert any(line.startswith(f"sglang: release {sglang_release} (pass") for line in lines)
+    rows = [line.split() for line in lines if line[:4].strip().isdigit()]
+    for c in sorted({int(r[0]) for r in rows}):  # every level, both engines, a figure each
+        engines = {r[1]: r[2] for r in rows if int(r[0]) == c}
+        assert set(engines) == {"vllm", "sglang"} and all(float(v) > 0 for v in engines.values())
+    assert any(line.startswith("winner at the load mix (") for line in lines), lines[-5:]
+    assert lines[-1] == f"compare-engines: {vllm_release} serves again"
+    assert chain.node.current_release() == vllm_release
     assert chain.node.sh("systemctl is-active vllm.service").strip() == "active"

@@ -56,7 +56,7 @@ def test_the_status_table_has_a_row_per_node_and_says_who_was_unreachable() -> N
     assert rows[0] == {
         "node": "node1",
         "release": "0.16.0-abc",
-        "vllm": "0.16.0",
+        "engine": "vllm==0.16.0",
         "patches": "applied",
         "service": "active",
         "downtime": "12.3 s (deploy)",
@@ -65,9 +65,14 @@ def test_the_status_table_has_a_row_per_node_and_says_who_was_unreachable() -> N
         "schedule": [[1, 4, 0], [5, 64, 3]],
     }
     assert rows[1]["service"] == "unreachable" and rows[1]["release"] == "-"
+    # an SGLang release names its engine, not the vLLM version its id still carries
+    hostvars["node1"]["status_manifest"] = slurped(
+        {"vllm_version": "0.26.0", "inputs": {"engine": "sglang", "engine_version": "0.5.15"}}
+    )
+    assert status.status_rows(["node1"], hostvars, starts)[0]["engine"] == "sglang==0.5.15"
     lines = status.status_table(rows)
-    assert lines[0].split()[:3] == ["NODE", "RELEASE", "VLLM"]
-    assert lines[1].split()[:4] == ["node1", "0.16.0-abc", "0.16.0", "applied"]
+    assert lines[0].split()[:3] == ["NODE", "RELEASE", "ENGINE"]
+    assert lines[1].split()[:4] == ["node1", "0.16.0-abc", "vllm==0.16.0", "applied"]
     assert lines[-2] == "fleet: 2 node(s); releases served: 0.16.0-abc"
     # only the node that serves a schedule gets its line, after the fleet line
     assert lines[-1] == (
