@@ -10,7 +10,9 @@ One node, one chain of three deploys (each costs minutes under load):
    "unavailable"; the release's venv holds sglang and no vLLM;
 3. the same SGLang deploy again: changed=0;
 then `make rollback` (playbooks/rollback.yml) brings the vLLM release back, serving; then
-`make compare-engines` compares the two on that node and leaves vLLM serving.
+`make compare-engines` compares the two on that node and leaves vLLM serving; a rollback from
+vLLM back to the SGLang release; and a new SGLang release whose speculation is slower than none
+fails its speed-up gate and rolls back to that SGLang release.
 """
 
 from __future__ import annotations
@@ -152,4 +154,37 @@ def test_compare_engines_prints_both_per_level_and_leaves_what_served(
     assert any(line.startswith("winner at the load mix (") for line in lines), lines[-5:]
     assert lines[-1] == f"compare-engines: {vllm_release} serves again"
     assert chain.node.current_release() == vllm_release
+    assert chain.node.sh("systemctl is-active vllm.service").strip() == "active"
+
+
+def test_rollback_from_vllm_back_to_the_sglang_release(chain, vllm_release, sglang_release):
+    run = chain.run("playbooks/rollback.yml", {"rollback_to": sglang_release})
+    assert run.returncode == 0, run.tail()
+    assert chain.node.current_release() == sglang_release
+    argv = exec_start_argv(chain.node.sh("sudo -n cat /etc/systemd/system/vllm.service"))
+    assert argv[1].endswith("/tests/standin/sglang_standin.py"), argv
+    assert chain.node.sh("systemctl is-active vllm.service").strip() == "active"
+
+
+# Speculation 0.66x as fast as without (a speculative step costs 2.5 plain decode steps).
+SLOW_SPECULATION = {
+    "startup_delay_s": 1.0,
+    "acceptance": [0.4, 0.15, 0.1],
+    "tokens_per_s": 400.0,
+    "spec_step_cost": 2.5,
+}
+
+
+def test_a_failed_sglang_speed_gate_rolls_back_to_the_sglang_release(chain, sglang_release):
+    """A new SGLang release whose speculation is slower than none fails its speed-up gate on
+    SGLang's own figures and the deploy brings the SGLang release before it back."""
+    if chain.node.current_release() != sglang_release:
+        run = chain.run("playbooks/rollback.yml", {"rollback_to": sglang_release})
+        assert run.returncode == 0, run.tail()
+    run = chain.run("deploy.yml", {**SGLANG, "specdeploy_standin_profile": SLOW_SPECULATION})
+    assert run.returncode != 0, run.tail()
+    message = run.failure_message()
+    assert "speed-up 0." in message and "< 1.00 at c=" in message, message
+    assert f"Rolled back automatically: release {sglang_release}" in message, message
+    assert chain.node.current_release() == sglang_release
     assert chain.node.sh("systemctl is-active vllm.service").strip() == "active"
