@@ -6,19 +6,22 @@ sending streamed chat requests through the balancer the whole time, (a) release 
 tokens instead of 3) is rolled out canary first, then the other node, and (b) `make rollback`
 takes both back to A, in the same stages. A user checks exactly this: no request failed, none
 was cut mid-stream, both nodes serve the release they should and both are back in rotation.
-Each scenario's counts and p99 latencies go to build/live-traffic.json and docs/live-traffic.md.
-Three deploys/rollbacks in all (CI time).
+Then (c) a canary that fails its acceptance gate rolls back by itself, and (d) the same canary
+with rollback_failed_gate_policy=disable_speculation serves without speculation; the other
+node is not touched in either. Each scenario's counts and p99 latencies go to
+build/live-traffic.json and docs/live-traffic.md. Five deploys/rollbacks in all (CI time).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.request
 
 import livetraffic
 import pytest
-from test_deploy_support import ROOT, Deploy, stage_models
+from test_deploy_support import REPO, ROOT, Deploy, stage_models
 from testbed.sandbox import balancer
 
 from specdeploy.controller import drain
@@ -166,3 +169,52 @@ def test_a_rollback_under_traffic_loses_no_request(release_a, cluster, hosts):
     )
     out = run.stdout
     assert out.index(f"{hosts[0]}: back in rotation") < out.index(f"{hosts[1]}: out of rotation")
+
+
+# The canary's acceptance stays below the 1.5 floor (tests/standin/profiles): a speculative
+# gate fails on the first node of the stage.
+LOW_ACCEPTANCE = json.loads((REPO / "tests/standin/profiles/low-acceptance.json").read_text())
+
+
+def failed_canary(run, summary, cluster, hosts, scenario, key, canary_serves, other_serves):
+    """Record a failed canary's row, then check what a user of the fleet checks."""
+    states = wait_in_rotation(hosts, timeout_s=10)
+    now = serving(cluster)
+    nodes = "; ".join(f"{h}: {now.get(h)}, {states.get(h, '?')}" for h in hosts)
+    livetraffic.record(key, {"scenario": scenario, "nodes": nodes, **summary})
+    assert run.returncode != 0, run.tail()
+    assert now == {hosts[0]: canary_serves, hosts[1]: other_serves}, now
+    # the canary was drained for its restart and put back; the other node was never touched
+    assert f"{hosts[0]}: out of rotation (HAProxy vllm/{hosts[0]} state drain" in run.stdout
+    assert f"{hosts[1]}: out of rotation" not in run.stdout, run.tail()
+    assert states == dict.fromkeys(hosts, "in rotation"), states
+    assert summary["sent_during"] >= 10, summary
+    assert summary["failed"] == 0 and summary["cut"] == 0, summary["problems"]
+    assert summary["completed"] == summary["sent"]
+
+
+def test_a_failed_canary_rolls_back_by_itself_under_traffic(release_a, cluster, hosts):
+    play = Deploy(cluster)
+    assert serving(cluster) == dict.fromkeys(hosts, release_a)  # the rollback above
+    bad = {**B, "specdeploy_standin_profile": LOW_ACCEPTANCE}
+    run, summary = under_traffic(lambda: play(extra=bad))
+    failed_canary(run, summary, cluster, hosts,
+                  "a canary that fails its acceptance gate rolls back by itself (2 nodes)",
+                  "3-failed-canary", release_a, release_a)  # fmt: skip
+    assert f"Rolled back automatically: release {release_a}" in run.failure_message()
+
+
+def test_speculation_off_by_policy_under_traffic(release_a, cluster, hosts):
+    play = Deploy(cluster)
+    policy = {
+        **B,
+        "specdeploy_standin_profile": LOW_ACCEPTANCE,
+        "rollback_failed_gate_policy": "disable_speculation",
+    }
+    run, summary = under_traffic(lambda: play(extra=policy))
+    nospec = serving(cluster)[hosts[0]]
+    failed_canary(run, summary, cluster, hosts,
+                  "a failed canary serves without speculation, by policy (2 nodes)",
+                  "4-speculation-off", nospec, release_a)  # fmt: skip
+    assert nospec != release_a
+    assert "rollback_failed_gate_policy=disable_speculation" in run.failure_message()
