@@ -120,6 +120,23 @@ def test_redeploy_of_the_sglang_release_changes_nothing(chain, sglang_release):
     assert chain.node.current_release() == sglang_release
 
 
+def test_check_diff_of_an_sglang_change_changes_nothing(chain, sglang_release):
+    """`--check --diff` with SGLang: a changed input shows what would change, nothing does."""
+    pid = chain.node.sh("systemctl show -p MainPID --value vllm.service").strip()
+    run = chain.play(
+        "deploy.yml",
+        "--check",
+        "--diff",
+        extra={"validation_report_root": str(chain.root), **SGLANG,
+               "specdeploy_speculative_config": {"method": "eagle3", "num_speculative_tokens": 4}},
+    )  # fmt: skip
+    (chain.root / "check-diff.log").write_text(run.stdout + run.stderr)
+    assert run.returncode == 0, run.tail()
+    assert run.recap(chain.host)["failed"] == 0
+    assert chain.node.current_release() == sglang_release
+    assert chain.node.sh("systemctl show -p MainPID --value vllm.service").strip() == pid
+
+
 def test_rollback_to_the_vllm_release(chain, vllm_release, sglang_release):
     run = chain.run("playbooks/rollback.yml", SGLANG)
     assert run.returncode == 0, run.tail()
