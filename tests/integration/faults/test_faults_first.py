@@ -93,13 +93,15 @@ def test_concurrent_deploy_is_refused_and_never_healthy_rolls_back(node, ids):
         assert time.monotonic() < deadline, "the first deploy never took the lock"
         time.sleep(0.5)
     ledger_before = node.ledger()
-    second = node()
+    try:
+        second = node()
+    finally:  # the first run always ends here: a failure below must not leave it holding the lock
+        run = node.finish(first)
     assert second.rc == 2
     assert "REFUSED: another run holds the deploy lock" in second.message
     assert f"ansible-playbook pid {first.pid}" in second.message
     assert "changed nothing" in second.message
     assert second.stats().get("changed", 0) == 0
-    assert node.ledger() == ledger_before
     assert not second.ran("Build the release")
     record(
         "concurrent-deploy",
@@ -108,8 +110,11 @@ def test_concurrent_deploy_is_refused_and_never_healthy_rolls_back(node, ids):
         "no task changed anything",
     )
 
-    run = node.finish(first)
     ids["NH"] = first_release_of(run)
+    # The ledger grew by the first run's switch to its release and its rollback from it, and by
+    # nothing of the refused run's (the first run went on meanwhile: read it only now).
+    added = node.ledger()[len(ledger_before) :]
+    assert added and all(ids["NH"] in (e["release"], e.get("previous")) for e in added), added
     assert run.rc == 2, run.message
     assert "did not become ready within" in run.message
     assert f"Rolled back automatically: release {ids['A']} serves again" in run.message
