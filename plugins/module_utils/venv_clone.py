@@ -12,6 +12,11 @@ tool (``specdeploy.node.patching``) replace files by rename (``atomic_write``), 
 as an unprivileged user that cannot write there, and the release is immutable once verified.
 The patch step that follows brings the copy to its own series (the donor's patch state comes
 along: a same-series copy is already applied, another series is reverted and reapplied).
+
+Same version is not same files: a wheelhouse can hold another build of that version (a local
+hotfix, a rebuilt wheel). A venv installed from a wheelhouse records the sha256 of the vLLM
+wheel(s) it came from (``WHEEL_MARKER``); a donor must have recorded the wheel the new release
+would install. A venv without the record (built before it existed) is no donor.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any
 DONOR_STATUSES = ("verified", "active", "inactive")
 # Files under bin/ larger than this are programs, not scripts that name the venv.
 SCRIPT_MAX_BYTES = 64 * 1024
+# In a release venv: which vLLM wheel(s) it was installed from (wheel_digest).
+WHEEL_MARKER = "specdeploy-vllm-wheel.sha256"
 
 
 class CloneError(Exception):
@@ -51,6 +58,35 @@ def python_version(venv: Path) -> str | None:
     return found.group(1) if found else None
 
 
+def wheel_digest(wheelhouse: str, vllm_version: str) -> str:
+    """What the install of vllm==version takes: the sha256 of each matching wheel in the
+    wheelhouse (pip picks among them), or the pin alone when it installs from an index."""
+    if not wheelhouse:
+        return f"index vllm=={vllm_version}"
+    found = sorted(Path(wheelhouse).glob(f"vllm-{vllm_version}-*.whl"))
+    if not found:
+        return f"no wheel of vllm=={vllm_version} in {wheelhouse}"
+    return "\n".join(f"{file_sha256(w)}  {w.name}" for w in found)
+
+
+def recorded_wheel(venv: Path) -> str | None:
+    try:
+        return (venv / WHEEL_MARKER).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def record_wheel(venv: Path, digest: str, check: bool = False) -> bool:
+    """Write the venv's wheel record (by a new file); True when it changed."""
+    if recorded_wheel(venv) == digest.strip():
+        return False
+    if not check:
+        tmp = venv / f".{WHEEL_MARKER}.tmp"
+        tmp.write_text(digest.strip() + "\n", encoding="utf-8")
+        os.replace(tmp, venv / WHEEL_MARKER)
+    return True
+
+
 def has_vllm(venv: Path, version: str) -> bool:
     return any(venv.glob(f"lib/python*/site-packages/vllm-{version}.dist-info/RECORD"))
 
@@ -61,8 +97,9 @@ def find_donor(
     vllm_version: str,
     python: str,
     requirements_sha256: str | None,
+    wheel: str,
 ) -> tuple[str, Path] | None:
-    """The newest finished release with the same vLLM, Python and node requirements."""
+    """The newest finished release with the same vLLM wheel, Python and node requirements."""
     candidates = []
     for manifest_path in releases_dir.glob("*/manifest.json"):
         rid = manifest_path.parent.name
@@ -79,6 +116,8 @@ def find_donor(
             continue
         venv = manifest_path.parent / "venv"
         if python_version(venv) != python or not has_vllm(venv, vllm_version):
+            continue
+        if recorded_wheel(venv) != wheel.strip():
             continue
         donor_requirements = manifest_path.parent / "toolkit" / "requirements-node.txt"
         if file_sha256(donor_requirements) != requirements_sha256:
@@ -133,6 +172,7 @@ def clone_from_earlier_release(
     vllm_version: str,
     python: str,
     requirements: Path,
+    wheelhouse: str = "",
     check: bool = False,
 ) -> dict[str, Any]:
     """The module's answer: changed, donor (the release the venv came from, or ""), files."""
@@ -141,9 +181,12 @@ def clone_from_earlier_release(
         return {"changed": False, "donor": "", "reason": "the venv has its vLLM already"}
     if target.exists():
         return {"changed": False, "donor": "", "reason": "a venv is being built there"}
-    found = find_donor(releases_dir, release_id, vllm_version, python, file_sha256(requirements))
+    wheel = wheel_digest(wheelhouse, vllm_version)
+    found = find_donor(
+        releases_dir, release_id, vllm_version, python, file_sha256(requirements), wheel
+    )
     if found is None:
-        return {"changed": False, "donor": "", "reason": "no finished release of this vLLM"}
+        return {"changed": False, "donor": "", "reason": "no finished release of this vLLM wheel"}
     rid, venv = found
     if check:
         return {"changed": True, "donor": rid, "rewritten": 0}

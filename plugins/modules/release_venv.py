@@ -13,6 +13,9 @@ description:
   - Finds the newest finished release (verified, active or inactive) with the same vLLM
     version, the same Python and the same node requirements, and hard-links its venv into the
     new release; only the files that name the venv's path are written anew.
+  - The donor must have been installed from the same vLLM wheel(s) as the new release would
+    be (the sha256 of the wheelhouse's matching wheels, recorded in the venv with
+    I(state=recorded) after an install); a venv without that record is no donor.
   - Nothing is changed when the venv exists or no such release is there; the caller then
     installs the venv the usual way.
   - Check mode says which release the venv would come from.
@@ -39,6 +42,17 @@ options:
     description: The new release's requirements-node.txt (its content must match the donor's).
     type: path
     required: true
+  wheelhouse:
+    description: The directory vLLM is installed from (pip --find-links); empty for an index.
+    type: str
+    default: ""
+  state:
+    description:
+      - C(linked) links the venv from a donor when there is one.
+      - C(recorded) writes which wheel the (freshly installed) venv came from.
+    type: str
+    choices: [linked, recorded]
+    default: linked
 """
 
 EXAMPLES = r"""
@@ -49,6 +63,17 @@ EXAMPLES = r"""
     vllm_version: 0.16.0
     python: /usr/bin/python3
     requirements: /opt/specdeploy/releases/0.16.0-abc123/toolkit/requirements-node.txt
+    wheelhouse: /srv/wheelhouse
+
+- name: Record which vLLM wheel the installed venv came from
+  specdeploy.toolkit.release_venv:
+    root: /opt/specdeploy
+    release_id: 0.16.0-abc123
+    vllm_version: 0.16.0
+    python: /usr/bin/python3
+    requirements: /opt/specdeploy/releases/0.16.0-abc123/toolkit/requirements-node.txt
+    wheelhouse: /srv/wheelhouse
+    state: recorded
 """
 
 RETURN = r"""
@@ -76,6 +101,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.specdeploy.toolkit.plugins.module_utils.venv_clone import (
     CloneError,
     clone_from_earlier_release,
+    record_wheel,
+    wheel_digest,
 )
 
 VERSION_CODE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
@@ -89,10 +116,20 @@ def main() -> None:
             "vllm_version": {"type": "str", "required": True},
             "python": {"type": "path", "required": True},
             "requirements": {"type": "path", "required": True},
+            "wheelhouse": {"type": "str", "default": ""},
+            "state": {"type": "str", "choices": ["linked", "recorded"], "default": "linked"},
         },
         supports_check_mode=True,
     )
     p = module.params
+    if p["state"] == "recorded":
+        venv = Path(p["root"]) / "releases" / p["release_id"] / "venv"
+        digest = wheel_digest(p["wheelhouse"], p["vllm_version"])
+        try:
+            changed = record_wheel(venv, digest, check=module.check_mode)
+        except OSError as exc:
+            module.fail_json(msg=f"{venv}: cannot record the vLLM wheel: {exc}")
+        module.exit_json(changed=changed, donor="", wheel=digest)
     rc, out, err = module.run_command([p["python"], "-c", VERSION_CODE])
     if rc != 0:
         module.fail_json(msg=f"python {p['python']} did not run: {err.strip() or out.strip()}")
@@ -103,6 +140,7 @@ def main() -> None:
             p["vllm_version"],
             out.strip(),
             Path(p["requirements"]),
+            wheelhouse=p["wheelhouse"],
             check=module.check_mode,
         )
     except CloneError as exc:

@@ -18,9 +18,12 @@ PYTHON = getattr(sys, "_base_executable", sys.executable)
 VERSION = ".".join(str(part) for part in sys.version_info[:3])
 
 
-def release(root: Path, rid: str, *, vllm: str = "0.16.0", status: str = "verified") -> Path:
+def release(
+    root: Path, rid: str, *, vllm: str = "0.16.0", status: str = "verified", wheelhouse: str = ""
+) -> Path:
     """A finished release: manifest, toolkit requirements, a venv with vLLM's dist-info and a
-    console script (as pip writes them: a #! line naming the venv's python)."""
+    console script (as pip writes them: a #! line naming the venv's python), and the record of
+    the wheel it was installed from (the build's last step)."""
     base = root / "releases" / rid
     (base / "toolkit").mkdir(parents=True)
     (base / "toolkit" / "requirements-node.txt").write_text("PyYAML==6.0.4\n")
@@ -36,6 +39,7 @@ def release(root: Path, rid: str, *, vllm: str = "0.16.0", status: str = "verifi
     script = venv / "bin" / "vllm"
     script.write_text(f"#!{venv}/bin/python\nimport vllm\nprint(vllm.__version__)\n")
     script.chmod(0o755)
+    assert venv_clone.record_wheel(venv, venv_clone.wheel_digest(wheelhouse, vllm))
     return base
 
 
@@ -47,13 +51,16 @@ def new_release(root: Path, rid: str) -> Path:
     return base
 
 
-def clone(root: Path, rid: str, vllm: str = "0.16.0", check: bool = False) -> dict:
+def clone(
+    root: Path, rid: str, vllm: str = "0.16.0", check: bool = False, wheelhouse: str = ""
+) -> dict:
     return venv_clone.clone_from_earlier_release(
         root / "releases",
         rid,
         vllm,
         VERSION,
         root / "releases" / rid / "toolkit" / "requirements-node.txt",
+        wheelhouse=wheelhouse,
         check=check,
     )
 
@@ -124,3 +131,35 @@ def test_a_venv_being_built_is_left_to_the_install(tmp_path):
     (new / "venv" / "bin").mkdir(parents=True)  # an interrupted install
     result = clone(tmp_path, "new")
     assert result["changed"] is False and "being built" in result["reason"]
+
+
+def test_another_build_of_the_same_version_in_the_wheelhouse_is_installed_not_linked(tmp_path):
+    """A local hotfix of vllm-0.16.0 (same version, other bytes) must reach the new release: a
+    venv is linked only from one installed from the very same wheel."""
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    wheel = house / "vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl"
+    wheel.write_bytes(b"the released wheel")
+    release(tmp_path, "old", wheelhouse=str(house))
+    new_release(tmp_path, "new")
+    assert clone(tmp_path, "new", wheelhouse=str(house), check=True)["donor"] == "old"
+    wheel.write_bytes(b"the released wheel, with a local hotfix")
+    result = clone(tmp_path, "new", wheelhouse=str(house))
+    assert result["changed"] is False and "wheel" in result["reason"], result
+    # installed from an index: the wheelhouse's donor is no donor either
+    assert clone(tmp_path, "new")["changed"] is False
+
+
+def test_a_venv_without_the_wheel_record_is_no_donor(tmp_path):
+    donor = release(tmp_path, "old")
+    (donor / "venv" / venv_clone.WHEEL_MARKER).unlink()  # built before the record existed
+    new_release(tmp_path, "new")
+    assert clone(tmp_path, "new")["changed"] is False
+
+
+def test_the_record_is_written_once(tmp_path):
+    venv = release(tmp_path, "old") / "venv"
+    digest = venv_clone.wheel_digest("", "0.16.0")
+    assert venv_clone.record_wheel(venv, digest) is False  # the same: unchanged
+    assert venv_clone.record_wheel(venv, "other", check=True) is True
+    assert venv_clone.recorded_wheel(venv) == digest  # check mode wrote nothing
