@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
+import sys
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,13 @@ def stand_in_token_ids(text: str, n: int) -> list[int]:
 class Server(ThreadingHTTPServer):
     request_queue_size = 128
     daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that went away mid-answer is not the server's error: the engines' servers
+        # (uvicorn) log no traceback for it, and a traceback buries their own lines.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 ROUTES = [
