@@ -259,6 +259,42 @@ def in_vllm_convention(architecture: str, drafter_cfg: dict[str, object]) -> dic
     return out
 
 
+def in_sglang_convention(architecture: str, drafter_cfg: dict[str, object]) -> dict[str, object]:
+    """A vLLM export's config as SGLang's export of the same drafter: marked
+    ``specdeploy_engine: sglang`` and, on an architecture SGLang shifts, its aux ids one lower,
+    so SGLang feeds it the layers it was trained on. ValueError where SGLang cannot serve the
+    same drafter (norm_before_residual; an aux id of 0 on a shifted architecture)."""
+    if drafter_built_for(drafter_cfg) == "sglang":
+        return dict(drafter_cfg)
+    if drafter_cfg.get("norm_before_residual"):
+        raise ValueError("the drafter sets norm_before_residual, which SGLang's EAGLE-3 lacks")
+    shift = 1 if architecture in SGLANG_SHIFTED_ARCHITECTURES else 0
+
+    def lowered(ids: object) -> object:
+        if not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
+            return ids
+        if any(i - shift < 0 for i in ids):
+            raise ValueError(
+                f"aux layer ids {ids}: SGLang cannot express {min(ids)} on {architecture}"
+            )
+        return [i - shift for i in ids]
+
+    out = dict(drafter_cfg)
+    for key in AUX_ID_KEYS:
+        if key in out:
+            out[key] = lowered(out[key])
+    eagle = out.get("eagle_config")
+    if isinstance(eagle, dict):
+        out["eagle_config"] = {k: (lowered(v) if k in AUX_ID_KEYS else v) for k, v in eagle.items()}
+    out["specdeploy_engine"] = "sglang"
+    return out
+
+
+def sglang_ignored_weights(names: list[str]) -> list[str]:
+    """The drafter's tensors SGLang would not load (a different drafter if any are there)."""
+    return sorted(n for n in names if n.endswith(SGLANG_IGNORED_DRAFTER_KEYS))
+
+
 def check_drafter_engine(
     eng: str, architecture: str, drafter_cfg: dict[str, object], target_layers: int | None = None
 ) -> list[str]:

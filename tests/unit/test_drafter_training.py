@@ -280,3 +280,23 @@ def test_training_killed_mid_step_resumes_to_the_same_drafter(
         text=True,
     )
     assert check.returncode == 0, check.stdout
+    # the same drafter exported for SGLang: its aux ids one lower (SGLang's DeepseekV3 feeds
+    # the drafter the output of layer i - 1 for id i), the same weights; the check passes it
+    # for SGLang and refuses it for vLLM, and the vLLM export the other way round
+    sglang = a / "out-sglang"
+    sg_cfg = json.loads((sglang / "config.json").read_text())
+    assert sg_cfg["specdeploy_engine"] == "sglang"
+    assert sg_cfg["eagle_aux_hidden_state_layer_ids"] == [0, 1, 2], sg_cfg
+    weights = (sglang / "model.safetensors").read_bytes()
+    assert weights == (a / "out" / "model.safetensors").read_bytes()
+
+    def check_for(engine: str, drafter: Path) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "specdeploy.controller.drafter", "--target",
+                str(a / "target"), "--drafter", str(drafter), "--vllm-version", "0.20.2",
+                "--engine", engine]  # fmt: skip
+        return subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+
+    assert check_for("sglang", sglang).returncode == 0
+    refused = check_for("vllm", sglang)
+    assert refused.returncode == 1 and "exported for sglang" in refused.stdout, refused.stdout
+    assert check_for("sglang", a / "out").returncode == 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,56 @@ def test_kimi_drafter_for_sglang_is_checked_in_vllms_convention():
     assert rc == 0, _errors(findings)
     assert any("target layers [1, 29, 57] for its ids [0, 28, 56]" in f["message"]
                for f in findings)  # fmt: skip
+
+
+def test_the_sglang_export_lists_the_layers_sglang_feeds_and_round_trips():
+    vllm_cfg = {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "eagle_config": {
+        "eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True}}  # fmt: skip
+    sg = engines.in_sglang_convention("KimiK25ForConditionalGeneration", vllm_cfg)
+    assert sg["specdeploy_engine"] == "sglang"
+    assert sg["eagle_aux_hidden_state_layer_ids"] == [0, 28, 56]
+    assert sg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 28, 56]
+    # SGLang feeds it exactly the layers vLLM fed the drafter it was trained on
+    assert engines.served_aux_layers("sglang", "KimiK25ForConditionalGeneration", [0, 28, 56]) == [
+        1, 29, 57]  # fmt: skip
+    back = engines.in_vllm_convention("KimiK25ForConditionalGeneration", sg)
+    assert back["eagle_aux_hidden_state_layer_ids"] == [1, 29, 57]
+    assert engines.check_drafter_engine("sglang", "KimiK25ForConditionalGeneration", sg) == []
+    # an architecture SGLang does not shift keeps its ids
+    llama = engines.in_sglang_convention(
+        "LlamaForCausalLM", {"eagle_aux_hidden_state_layer_ids": [2]}
+    )
+    assert llama == {"eagle_aux_hidden_state_layer_ids": [2], "specdeploy_engine": "sglang"}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "names"),
+    [
+        ({"norm_before_residual": True}, "norm_before_residual"),
+        ({"eagle_aux_hidden_state_layer_ids": [0, 1, 2]}, "aux layer ids [0, 1, 2]"),
+    ],
+)
+def test_a_drafter_sglang_cannot_serve_the_same_way_is_not_exported(cfg, names):
+    with pytest.raises(ValueError, match=re.escape(names)):
+        engines.in_sglang_convention("DeepseekV3ForCausalLM", cfg)
+
+
+def test_the_pipeline_writes_the_sglang_export_beside_the_drafter(tmp_path):
+    from specdeploy.controller.drafter_pipeline import pipeline, stfile
+
+    src = tmp_path / "drafter"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}))
+    stfile.write(src / "model.safetensors", {"fc.weight": ("BF16", [2, 2], b"\0" * 8)})
+    out = tmp_path / "drafter-sglang"
+    assert pipeline.sglang_export(src, out, "DeepseekV3ForCausalLM") == ""
+    assert json.loads((out / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [
+        0, 1, 2]  # fmt: skip
+    assert (out / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
+    # q/k/v biases SGLang would drop: no export, and the earlier one is gone with a reason
+    stfile.write(
+        src / "model.safetensors", {"layers.0.self_attn.q_proj.bias": ("BF16", [2], b"\0" * 4)}
+    )
+    why = pipeline.sglang_export(src, out, "DeepseekV3ForCausalLM")
+    assert why == "no SGLang export: SGLang does not load layers.0.self_attn.q_proj.bias"
+    assert not out.exists()

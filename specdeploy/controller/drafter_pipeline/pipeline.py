@@ -2,7 +2,8 @@
 
 generate -> extract -> convention -> train -> convert -> provenance. The last step writes
 ``specdeploy-drafter.json`` next to the weights and puts the drafter into ``output_dir``
-(copied beside it, then renamed into place).
+(copied beside it, then renamed into place), and the same drafter exported for SGLang into
+``<output_dir>-sglang`` (its config in SGLang's convention: see ``sglang_export``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from specdeploy.controller import drafter_provenance as prov
+from specdeploy.controller import engines
 from specdeploy.controller.drafter_pipeline import convention, extract, generate, train
 from specdeploy.controller.drafter_pipeline.checkpoint import drafter_config, write_bootstrap
 from specdeploy.controller.drafter_pipeline.config import Config
+from specdeploy.controller.drafter_pipeline.stfile import SafetensorsFile
 from specdeploy.controller.drafter_pipeline.workdir import StepState
 from specdeploy.node.module_utils import progress_line
 
@@ -81,16 +84,56 @@ def run_provenance(cfg: Config, workdir: Path) -> dict[str, Any]:
     )
     prov.write(src, p)
     out = Path(cfg.output_dir)
+    publish(src, out)
+    architecture = str((extract.target_config(cfg).get("architectures") or ["?"])[0])
+    sglang_out = out.with_name(out.name + "-sglang")
+    why_not = sglang_export(out, sglang_out, architecture)
+    result = {
+        "output_dir": str(out),
+        "sglang_output_dir": "" if why_not else str(sglang_out),
+        "sglang_not_exported": why_not,
+        "provenance": p.as_dict(),
+    }
+    state.finish(result)
+    return result
+
+
+def publish(src: Path, out: Path, config: dict[str, Any] | None = None) -> None:
+    """``src`` into ``out``: copied beside it, ``config`` (if given) as its config.json, then
+    renamed into place."""
     staging = out.with_name(out.name + ".incoming")
     if staging.exists():
         shutil.rmtree(staging)
     shutil.copytree(src, staging)
+    if config is not None:
+        (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     if out.exists():
         shutil.rmtree(out)
     staging.replace(out)
-    result = {"output_dir": str(out), "provenance": p.as_dict()}
-    state.finish(result)
-    return result
+
+
+def sglang_export(vllm_dir: Path, out: Path, architecture: str) -> str:
+    """The drafter of ``vllm_dir`` exported for SGLang into ``out`` (same weights, config in
+    SGLang's convention); "" when written, else why SGLang cannot serve the same drafter (then
+    ``out`` is removed: no stale export stays beside the new drafter)."""
+    try:
+        cfg = json.loads((vllm_dir / "config.json").read_text(encoding="utf-8"))
+        names = [
+            n
+            for f in sorted(vllm_dir.glob("*.safetensors"))
+            for n in SafetensorsFile(f).header
+            if n != "__metadata__"
+        ]
+        ignored = engines.sglang_ignored_weights(names)
+        if ignored:
+            raise ValueError(f"SGLang does not load {', '.join(ignored)}")
+        converted = engines.in_sglang_convention(architecture, cfg)
+    except (OSError, ValueError) as exc:
+        if out.exists():
+            shutil.rmtree(out)
+        return f"no SGLang export: {exc}"
+    publish(vllm_dir, out, converted)
+    return ""
 
 
 RUNNERS: dict[str, Callable[[Config, Path], dict[str, Any]]] = {
