@@ -1,8 +1,12 @@
 """specdeploy.controller.drain: the running-requests read, the wait cap, the hooks."""
 
+from pathlib import Path
+
 import pytest
 
 from specdeploy.controller import drain
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -15,6 +19,13 @@ def test_running_requests_reads_the_gauge() -> None:
     assert drain.running_requests(METRICS) == 3.0
     with pytest.raises(drain.InflightError, match="not in the server"):
         drain.running_requests("vllm:num_requests_waiting 1\n")
+    # an SGLang release serving (its recorded /metrics): its own gauge, found without being told
+    sglang = (FIXTURES / "sglang-0.5.15-h200" / "metrics-spec.txt").read_text()
+    assert drain.running_requests(sglang) == drain.running_requests(sglang, engine="sglang")
+    running = 'sglang:num_running_reqs{engine_type="unified",model_name="m",tp_rank="0"} 2.0\n'
+    assert drain.running_requests(running) == 2.0
+    with pytest.raises(drain.InflightError, match="vllm:num_requests_running not in"):
+        drain.running_requests(running, engine="vllm")
     with pytest.raises(drain.InflightError, match="engine 'x'"):
         drain.running_requests(METRICS, engine="x")
 

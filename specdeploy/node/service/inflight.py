@@ -9,7 +9,7 @@ specdeploy_drain_timeout_s); then the stop goes ahead either way (the unit's
 answer (it is down already) has nothing in flight.
 
     python -m specdeploy.node.service.inflight --url http://127.0.0.1:8000/metrics \\
-        [--max-wait-s 120] [--poll-s 0.5] [--engine vllm] [--json]
+        [--max-wait-s 120] [--poll-s 0.5] [--engine auto|vllm|sglang] [--json]
 
 Exit codes: 0 idle or the cap reached (the message says which), 2 usage error.
 """
@@ -28,22 +28,30 @@ from dataclasses import asdict, dataclass
 
 from specdeploy.node.validation.metrics import parse_exposition
 
-# The gauge of requests being generated now, per engine.
-RUNNING_GAUGE = {"vllm": "vllm:num_requests_running"}
+# The gauge of requests being generated now, per engine (SGLang's as its 0.5.15 /metrics
+# exports it, tests/fixtures/sglang-0.5.15-h200). "auto": whichever the server exports (the
+# drain runs before the stop of whatever serves, which may be either engine's release).
+RUNNING_GAUGE = {"vllm": "vllm:num_requests_running", "sglang": "sglang:num_running_reqs"}
+AUTO = "auto"
 
 
 class InflightError(RuntimeError):
     """The gauge could not be read; the message names it."""
 
 
-def running_requests(metrics_text: str, engine: str = "vllm") -> float:
+def running_requests(metrics_text: str, engine: str = AUTO) -> float:
     """Requests in flight on the server, summed over its model labels."""
-    name = RUNNING_GAUGE.get(engine)
-    if name is None:
+    if engine != AUTO and engine not in RUNNING_GAUGE:
         raise InflightError(f"no running-requests gauge known for engine {engine!r}")
-    values = [s.value for s in parse_exposition(metrics_text) if s.name == name]
+    names = list(RUNNING_GAUGE.values()) if engine == AUTO else [RUNNING_GAUGE[engine]]
+    samples = parse_exposition(metrics_text)
+    name, values = names[0], []
+    for name in names:
+        values = [s.value for s in samples if s.name == name]
+        if values:
+            break
     if not values:
-        raise InflightError(f"{name} not in the server's /metrics")
+        raise InflightError(f"{' or '.join(names)} not in the server's /metrics")
     total = sum(values)
     if not math.isfinite(total):
         raise InflightError(f"{name} is not a finite number: {total}")
@@ -110,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", required=True, help="the server's /metrics")
     parser.add_argument("--max-wait-s", type=float, default=120.0)
     parser.add_argument("--poll-s", type=float, default=0.5)
-    parser.add_argument("--engine", default="vllm", choices=sorted(RUNNING_GAUGE))
+    parser.add_argument("--engine", default=AUTO, choices=[AUTO, *sorted(RUNNING_GAUGE)])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     for flag, value in (("--max-wait-s", args.max_wait_s), ("--poll-s", args.poll_s)):
