@@ -8,8 +8,9 @@ takes both back to A, in the same stages. A user checks exactly this: no request
 was cut mid-stream, both nodes serve the release they should and both are back in rotation.
 Then (c) a canary that fails its acceptance gate rolls back by itself, and (d) the same canary
 with rollback_failed_gate_policy=disable_speculation serves without speculation; the other
-node is not touched in either. Each scenario's counts and p99 latencies go to
-build/live-traffic.json and docs/live-traffic.md. Five deploys/rollbacks in all (CI time).
+node is not touched in either; and (e) the fleet switches to SGLang, canary first. Each
+scenario's counts and p99 latencies go to build/live-traffic.json and docs/live-traffic.md.
+Six deploys/rollbacks in all (CI time).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def wait_in_rotation(hosts: list[str], timeout_s: float = 60) -> dict[str, str]:
 
 
 def planned_release(run) -> str:
-    match = re.search(r'^\s*"release ([^:"]+): vLLM ', run.stdout, re.M)
+    match = re.search(r'^\s*"release ([^:"]+): (?:vLLM|SGLang) ', run.stdout, re.M)
     assert match, f"no plan in the output:\n{run.tail()}"
     return match.group(1)
 
@@ -218,3 +219,29 @@ def test_speculation_off_by_policy_under_traffic(release_a, cluster, hosts):
                   "4-speculation-off", nospec, release_a)  # fmt: skip
     assert nospec != release_a
     assert "rollback_failed_gate_policy=disable_speculation" in run.failure_message()
+
+
+def test_switching_the_fleet_to_sglang_under_traffic_loses_no_request(release_a, cluster, hosts):
+    """Issue 29's canary and stages with the other engine, and the drain reading SGLang's own
+    running-requests gauge before the stop of an SGLang release's predecessor and successor."""
+    play = Deploy(cluster)
+    sglang = {
+        **FAST,
+        "specdeploy_engine": "sglang",
+        "specdeploy_speculative_config": SPECULATIVE,
+        "specdeploy_drafter_path": "/srv/models/tiny-dsv3-eagle3-sglang",
+    }
+    run, summary = under_traffic(lambda: play(extra=sglang))
+    release = planned_release(run) if run.returncode == 0 else "?"
+    check_and_record(
+        "5-engine-switch",
+        "switch to SGLang, canary then the other node (2 nodes)",
+        run,
+        summary,
+        cluster,
+        hosts,
+        release,
+    )
+    assert release.startswith("sglang-"), release
+    out = run.stdout
+    assert out.index(f"{hosts[0]}: back in rotation") < out.index(f"{hosts[1]}: out of rotation")
