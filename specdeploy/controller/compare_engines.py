@@ -246,7 +246,9 @@ def report(
 
 
 class Playbooks:
-    """ansible-playbook from this toolkit's venv against one inventory, limited to one node."""
+    """ansible-playbook from this toolkit's venv against one inventory, limited to one node
+    and the controller (the plays on localhost: the summary, the history's downtime record,
+    status's table)."""
 
     def __init__(self, inventory: str, node: str, extra: list[str]) -> None:
         self.base = [
@@ -254,7 +256,7 @@ class Playbooks:
             "-i",
             inventory,
             "--limit",
-            node,
+            f"{node},localhost",
         ]
         self.extra = extra
         self.node = node
@@ -270,12 +272,13 @@ class Playbooks:
             out = Path(tmp) / "status.json"
             argv = [*self.base, str(REPO / "playbooks/status.yml"), *self.extra,
                     "-e", json.dumps({"status_json_file": str(out)})]  # fmt: skip
-            subprocess.run(argv, cwd=REPO, check=False, stdout=subprocess.DEVNULL)
+            ran = subprocess.run(argv, cwd=REPO, check=False, capture_output=True, text=True)
             try:
                 rows = json.loads(out.read_text(encoding="utf-8"))
             except (OSError, ValueError):
+                tail = (ran.stdout + ran.stderr).strip().splitlines()[-1:] or ["no output"]
                 raise CompareError(
-                    f"{self.node}: make status gave no answer (unreachable?)"
+                    f"{self.node}: make status gave no answer (exit {ran.returncode}: {tail[0]})"
                 ) from None
         release = next((r.get("release") for r in rows if r.get("node") == self.node), None)
         return release if release not in (None, "-") else None

@@ -109,12 +109,10 @@ def test_sglang_release_serves_and_passes_sglangs_own_gates(chain, sglang_releas
     acc = res["acceptance"]
     assert acc["mean_acceptance_length"] >= 1.5 and acc["per_position_acceptance"] is None
     # SGLang's own log lines, through the journal
-    # (grep: the validation's request lines push them out of any fixed tail)
-    log = node.sh(
-        "sudo -n journalctl -u vllm.service -o cat --no-pager"
-        " | grep -E 'fired up and ready to roll|accept len:' | tail -n 20"
-    )
-    assert "The server is fired up and ready to roll!" in log and "accept len:" in log
+    # (counted over the whole journal: the validation's lines push them out of any fixed tail)
+    for line in ("The server is fired up and ready to roll!", "accept len:"):
+        found = node.sh(f"sudo -n journalctl -u vllm.service -o cat --no-pager | grep -cF '{line}'")
+        assert int(found.strip() or 0) >= 1, line
 
 
 def test_redeploy_of_the_sglang_release_changes_nothing(chain, sglang_release):
