@@ -410,6 +410,16 @@ def train(job: dict[str, Any]) -> None:
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             done = st + 1
+            if world > 1:
+                lsum = loss.detach().float().reshape(1).cpu()
+                dist.all_reduce(lsum)
+                shown = lsum.item() / world
+            else:
+                shown = loss.item()
+            # The step's line before its checkpoint: a run killed between the two repeats the
+            # step and says so twice, never a checkpointed step that no line reported.
+            if rank == 0:
+                print(f"CHUNK {epoch} {len(group)} loss={shown:.4f}", flush=True)
             if rank == 0 and (done % every == 0 or done == steps_per_epoch):
                 nxt = (epoch + 1, 0) if done == steps_per_epoch else (epoch, done)
                 save_atomic(
@@ -421,14 +431,6 @@ def train(job: dict[str, Any]) -> None:
                     },
                     ckpt,
                 )
-            if world > 1:
-                lsum = loss.detach().float().reshape(1).cpu()
-                dist.all_reduce(lsum)
-                shown = lsum.item() / world
-            else:
-                shown = loss.item()
-            if rank == 0:
-                print(f"CHUNK {epoch} {len(group)} loss={shown:.4f}", flush=True)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
