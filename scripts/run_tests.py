@@ -36,30 +36,27 @@ COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 # alone, times 1.7). Sessions start longest first, so the longest do not start last; a run
 # records what it measured in build/test-logs/durations.json, which later runs order by.
 ESTIMATE_S = {
-    # A full run on 2 cores at load 10-14 (four sessions and three other workers), divided by
-    # 1.7, its ratio to stop 30's CI where both measured a session. A fresh clone has no
-    # durations.json, so on CI this order is the schedule (patches and unit, once estimated at a
-    # third of what they took, started last and ran on alone).
-    "test_deploy": 1430,
-    "test_fleet": 1180,
-    "patches": 1110,  # stop 30's CI: it builds two torch venvs from PyPI there
-    "test_faults_first": 1040,
-    "test_faults_build": 970,
-    "test_faults_gates": 920,
-    "test_k_schedule": 890,
-    "test_speedup": 860,
-    "test_controller_wheelhouse": 820,
-    "test_live_traffic": 830,  # 1403 s at load 11-13 beside other workers, / 1.7
-    "test_validate": 660,
-    # measured 1122 s at 06:55-07:14 beside a full CI run and other sessions (deploys: vLLM
-    # 529 s, SGLang 357 s, SGLang again 74 s; the rollback 57 s), divided by 1.7 as above
-    "test_engine_sglang": 660,
-    "test_schedule": 480,
-    "unit": 430,  # stop 30's CI
-    "test_advise": 420,
-    "test_provision": 310,
+    # Wall seconds of a full CI-like run on a fresh clone of this 2-core machine, nothing else
+    # running (session 8, 2026-12-04 08:40-09:17; all 19 sessions in 2220 s). A fresh clone has
+    # no durations.json, so on CI this order is the schedule: longest first.
+    "patches": 1200,  # stop 30's CI: it builds two torch venvs from PyPI there (436 s cached)
+    "test_deploy": 950,
+    "test_engine_sglang": 900,  # 471 s for 3 of its 8 cases (the others failed early)
+    "test_live_traffic": 880,  # 715 s for 4 of its 5 scenarios
+    "test_faults_first": 720,
+    "test_fleet": 690,
+    "test_speedup": 640,
+    "test_k_schedule": 630,
+    "test_faults_gates": 560,
+    "test_validate": 500,
+    "test_faults_build": 440,
+    "test_controller_wheelhouse": 400,
+    "unit": 400,
+    "test_schedule": 240,
     "test_on_failure": 230,
-    "test_security": 220,
+    "test_advise": 180,
+    "test_security": 145,
+    "test_provision": 110,
     "test_sandbox": 50,
 }
 DURATIONS = LOGS / "durations.json"
