@@ -228,7 +228,8 @@ def test_switching_the_fleet_to_sglang_under_traffic_loses_no_request(release_a,
     sglang = {
         **FAST,
         "specdeploy_engine": "sglang",
-        "specdeploy_speculative_config": SPECULATIVE,
+        # the drafter is one knob: the SGLang export, not the config's model
+        "specdeploy_speculative_config": {k: v for k, v in SPECULATIVE.items() if k != "model"},
         "specdeploy_drafter_path": "/srv/models/tiny-dsv3-eagle3-sglang",
     }
     run, summary = under_traffic(lambda: play(extra=sglang))
