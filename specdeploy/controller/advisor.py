@@ -665,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"advisor: error: {e}", file=sys.stderr)
         return 2
     try:
-        profile = _level_share_map(a.load_profile) if a.load_profile else None
+        profile = level_share_map(a.load_profile) if a.load_profile else None
         mix = load_mix(adv, profile)
     except AdviceInputError as e:
         print(f"advisor: error: {e}", file=sys.stderr)
@@ -678,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _level_share_map(text: str) -> dict[int, float] | None:
+def level_share_map(text: str) -> dict[int, float] | None:
     """LEVEL=SHARE pairs, or a JSON object {"LEVEL": SHARE} ({}: None, equal shares)."""
     try:
         out: dict[int, float] = {}

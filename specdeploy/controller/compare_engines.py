@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specdeploy.controller import history
+from specdeploy.controller import advisor, history
 from specdeploy.controller.engines import ENGINES
 from specdeploy.node import cli
 
@@ -127,7 +127,7 @@ def latest_run(conn: Any, node: str, release: str) -> EngineRun:
     found = [
         r["result"]
         for r in history.runs(conn, node, release, with_result=True)
-        if (r["result"].get("speed") or {}).get("speculative") is not False
+        if not history.is_no_spec(r["result"])
     ]
     if not found:
         raise CompareError(f"release {release}: no validation of it on {node} in the history")
@@ -135,19 +135,14 @@ def latest_run(conn: Any, node: str, release: str) -> EngineRun:
 
 
 def parse_profile(text: str) -> dict[int, float]:
-    """LEVEL=SHARE pairs ('' -> {}: equal shares over the levels both engines measured)."""
-    out: dict[int, float] = {}
-    for pair in filter(None, (p.strip() for p in text.split(","))):
-        level, sep, share = pair.partition("=")
-        try:
-            c, w = int(level), float(share)
-        except ValueError:
-            c, w = 0, math.nan
-        if not sep or c < 1 or not math.isfinite(w) or w < 0:
-            raise CompareError(
-                f"--load-profile {pair!r}: want LEVEL=SHARE, a level >= 1, a finite share >= 0"
-            )
-        out[c] = w
+    """The advisor's load profile (LEVEL=SHARE pairs or a JSON object; '' -> {}: equal shares
+    over the levels both engines measured), whose shares must not all be 0."""
+    if not text.strip():
+        return {}
+    try:
+        out = advisor.level_share_map(text) or {}
+    except advisor.AdviceInputError as e:
+        raise CompareError(str(e)) from None
     if out and sum(out.values()) <= 0:
         raise CompareError(f"--load-profile {text}: the shares sum to 0")
     return out

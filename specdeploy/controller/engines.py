@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 ENGINES = ("vllm", "sglang")
@@ -245,17 +246,26 @@ def in_vllm_convention(architecture: str, drafter_cfg: dict[str, object]) -> dic
     ):
         return drafter_cfg
 
-    def shifted(ids: object) -> object:
+    return _with_aux_ids(drafter_cfg, lambda ids: [i + 1 for i in ids])
+
+
+def _with_aux_ids(
+    drafter_cfg: dict[str, object], change: Callable[[list[int]], list[int]]
+) -> dict[str, object]:
+    """The config with ``change`` applied to every list of aux layer ids it holds (top level
+    and ``eagle_config``); a value that is not a list of ints is left as it is."""
+
+    def apply(ids: object) -> object:
         ok = isinstance(ids, list) and all(isinstance(i, int) for i in ids)
-        return [i + 1 for i in ids] if ok else ids  # type: ignore[union-attr]
+        return change(ids) if ok else ids  # type: ignore[arg-type]
 
     out = dict(drafter_cfg)
     for key in AUX_ID_KEYS:
         if key in out:
-            out[key] = shifted(out[key])
+            out[key] = apply(out[key])
     eagle = out.get("eagle_config")
     if isinstance(eagle, dict):
-        out["eagle_config"] = {k: (shifted(v) if k in AUX_ID_KEYS else v) for k, v in eagle.items()}
+        out["eagle_config"] = {k: (apply(v) if k in AUX_ID_KEYS else v) for k, v in eagle.items()}
     return out
 
 
@@ -270,24 +280,14 @@ def in_sglang_convention(architecture: str, drafter_cfg: dict[str, object]) -> d
         raise ValueError("the drafter sets norm_before_residual, which SGLang's EAGLE-3 lacks")
     shift = 1 if architecture in SGLANG_SHIFTED_ARCHITECTURES else 0
 
-    def lowered(ids: object) -> object:
-        if not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
-            return ids
+    def lowered(ids: list[int]) -> list[int]:
         if any(i - shift < 0 for i in ids):
             raise ValueError(
                 f"aux layer ids {ids}: SGLang cannot express {min(ids)} on {architecture}"
             )
         return [i - shift for i in ids]
 
-    out = dict(drafter_cfg)
-    for key in AUX_ID_KEYS:
-        if key in out:
-            out[key] = lowered(out[key])
-    eagle = out.get("eagle_config")
-    if isinstance(eagle, dict):
-        out["eagle_config"] = {k: (lowered(v) if k in AUX_ID_KEYS else v) for k, v in eagle.items()}
-    out["specdeploy_engine"] = "sglang"
-    return out
+    return {**_with_aux_ids(drafter_cfg, lowered), "specdeploy_engine": "sglang"}
 
 
 def sglang_ignored_weights(names: list[str]) -> list[str]:

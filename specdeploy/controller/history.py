@@ -268,7 +268,7 @@ def _levels_tps(result: dict[str, Any]) -> dict[int, float]:
     return out
 
 
-def _is_no_spec(result: dict[str, Any]) -> bool:
+def is_no_spec(result: dict[str, Any]) -> bool:
     speed = result.get("speed")
     if isinstance(speed, dict) and speed.get("speculative") is False:
         return True
@@ -308,7 +308,7 @@ def baseline_levels_with_sources(
         for run_id, started_at, blob in conn.execute(q, (node, model)):
             r = json.loads(blob)
             labels = r.get("labels") or {}
-            if not _is_no_spec(r):
+            if not is_no_spec(r):
                 continue
             if parallel is not None and labels.get("parallel") != parallel:
                 continue

@@ -94,6 +94,9 @@ def test_a_night_heavy_load_mix_picks_the_other_engine(db, capsys):
         VLLM: pytest.approx(180.0),
         SGLANG: pytest.approx(188.0),
     }
+    # the profile as validation_load_profile is written (a JSON object), as the advisor takes it
+    rc, out, _ = table(db, "--load-profile", '{"1": 0.9, "16": 0.1}', "--json", capsys=capsys)
+    assert rc == 0 and json.loads(out)["verdict"]["winner"] == SGLANG
 
 
 def test_a_load_level_one_engine_did_not_measure_names_no_winner(db, capsys):
@@ -109,7 +112,7 @@ def test_a_load_level_one_engine_did_not_measure_names_no_winner(db, capsys):
     ("args", "names"),
     [
         (["--load-profile", "1=nan"], "--load-profile '1=nan'"),
-        (["--load-profile", "1=inf,16=1"], "--load-profile '1=inf'"),
+        (["--load-profile", "1=inf,16=1"], "--load-profile '1=inf,16=1'"),
         (["--load-profile", "c1=1"], "--load-profile 'c1=1'"),
     ],
 )
