@@ -303,10 +303,12 @@ def run(args: argparse.Namespace) -> int:
     since = datetime.now(UTC).isoformat(timespec="seconds")
     releases: dict[str, str | None] = {}
     failed: list[str] = []
+    now = before
     for engine in engines:
         rc = play("deploy.yml", {"specdeploy_engine": engine, **per_engine.get(engine, {})})
+        now = play.serving()  # what serves after this deploy (its release, or rolled back)
         if rc == 0:
-            releases[engine] = play.serving()
+            releases[engine] = now
         else:
             failed.append(f"the {engine} deploy failed (exit {rc}; it rolled back by itself)")
             releases[engine] = latest_release_of(args.db, args.node, engine, since)
@@ -315,7 +317,6 @@ def run(args: argparse.Namespace) -> int:
         compare(args.db, args.node, measured, profile) if measured else ([], verdict([], profile))
     )
     keep = v.winner if args.keep == "winner" and v.winner else before
-    now = play.serving()
     restored = ""
     if keep and keep != now:
         rc = play("playbooks/rollback.yml", {"rollback_to": keep})
