@@ -272,6 +272,12 @@ def report(
     CPU.write_text(json.dumps(cpu, indent=1, sort_keys=True) + "\n")
     totals = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
     failed_sessions = []
+    for name, (_rc, _s, text) in results.items():
+        slow = re.search(r"=+ slowest \d+ durations =+\n(.*?)\n\n", text, re.S)
+        if slow:
+            print(f"\n----- slowest in {name}\n" + "\n".join(slow.group(1).splitlines()[:5]))
+    # The failures last, nearest the totals: a CI page that shows only the end of the output
+    # still shows what failed and why (the slowest lists had pushed them out of it).
     for name, (rc, seconds, text) in results.items():
         tail = text.splitlines()[-1] if text.strip() else ""
         for number, kind in COUNT.findall(tail):
@@ -280,11 +286,12 @@ def report(
         if rc not in (0, 5):
             failed_sessions.append(name)
             print(f"\n===== {name} (exit {rc}, {seconds:.0f} s): last lines of {LOGS / name}.log")
-            print("\n".join(text.splitlines()[-60:]))
-    for name, (_rc, _s, text) in results.items():
-        slow = re.search(r"=+ slowest \d+ durations =+\n(.*?)\n\n", text, re.S)
-        if slow:
-            print(f"\n----- slowest in {name}\n" + "\n".join(slow.group(1).splitlines()[:5]))
+            print("\n".join(text.splitlines()[-40:]))
+    for name in failed_sessions:
+        lines = [
+            ln[:600] for ln in results[name][2].splitlines() if ln.startswith(("FAILED ", "ERROR "))
+        ]
+        print(f"\n----- {name}: " + ("\n".join(lines) or "no FAILED/ERROR line (see above)"))
     spent = sum(c["controller_s"] + c["nodes_s"] for c in cpu.values())
     print(
         f"\ntests: all sessions done in {time.monotonic() - start:.0f} s "

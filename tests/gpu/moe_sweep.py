@@ -19,7 +19,22 @@ background across several device calls (tests/gpu/moe_call.sh). For each ``--run
                  stop (``specdeploy.node.service.prefetch``: posix_fadvise(WILLNEED), then read
                  through
                  on 8 threads until every byte is resident; timed), then start.
-A run named twice gets a repeat suffix (``nospec-load-drop-2``).
+``UNIT:load:keep`` start with the page cache as the previous run left it (the model stays
+                 resident between load runs; the code as a fresh install leaves it: warm).
+``UNIT:load:evict`` evict only the Python code (every file under the import path and the
+                 bytecode prefixes, posix_fadvise(DONTNEED)), keep the model resident: a
+                 rollback to a release whose venv a 547 GB read-ahead pushed out.
+Options after the cache mode, comma-separated (issue 27 item 2, the restart's fixed part):
+``pyc=none``     no bytecode for anything but the standard library, none written: a release
+                 venv as the deploy built it until 12-04 (``pip --no-compile``, read-only to
+                 the service user). ``PYTHONPYCACHEPREFIX`` points at a prefix holding the
+                 standard library's bytecode only (``--pyc-prefixes`` builds it).
+``pyc=all``      the same with every import path compiled (``compileall``): a venv compiled at
+                 install.
+``seqs=N``       ``--max-num-seqs N`` appended (CUDA graph capture sizes up to 2N).
+``importtime``   ``PYTHONPROFILEIMPORTTIME=1``: every import's time in the engine log.
+A run named twice gets a repeat suffix (``nospec-load-drop-2``). Every start records when its
+engine log first showed each startup phase (``phases_s``, 0.1 s resolution, from the spawn).
 
 Writes OUT/results.json after every run (schema: docs/speedup-gpu.md) and OUT/runs/TAG/
 (engine.log, metrics.txt, smoke.json, acceptance.json). A run that would end after
@@ -116,6 +131,121 @@ def cold_read(files: list[str]) -> dict:
     return {"drop": drop, "bytes": total, "s": round(s, 2), "gb_per_s": round(total / s / 1e9, 2)}
 
 
+def code_dirs(pythonpath: str) -> list[str]:
+    """Every directory the server imports Python from: the unpacked vLLM and the image's own."""
+    import site
+    import sysconfig
+
+    dirs = [d for d in pythonpath.split(os.pathsep) if d]
+    dirs += [*site.getsitepackages(), sysconfig.get_paths()["stdlib"]]
+    dirs += list(PYC_PREFIXES.values())
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def code_files(dirs: list[str]) -> list[str]:
+    out = []
+    for d in dirs:
+        for root, _, names in os.walk(d):
+            out += [os.path.join(root, n) for n in names if n.endswith((".py", ".pyc", ".so"))]
+    return out
+
+
+def evict(files: list[str]) -> dict:
+    """Drop these files' clean pages from the page cache (the model's stay resident)."""
+    t = time.monotonic()
+    n = size = 0
+    for f in files:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            size += os.fstat(fd).st_size
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            n += 1
+        finally:
+            os.close(fd)
+    return {"files": n, "bytes": size, "s": round(time.monotonic() - t, 2)}
+
+
+PYC_PREFIXES = {"none": "/tmp/pyc-stdlib", "all": "/tmp/pyc-all"}
+
+
+def build_pyc_prefixes(pythonpath: str) -> dict:
+    """Compile bytecode into two prefixes: the standard library only, and everything; timed
+    (the second is what compiling a release venv at install costs, on this machine's cores)."""
+    import sysconfig
+
+    stdlib = sysconfig.get_paths()["stdlib"]
+    out = {}
+    for name, dirs in (
+        ("none", [stdlib]),
+        ("all", [d for d in code_dirs(pythonpath) if not d.startswith("/tmp/pyc-")]),
+    ):
+        t = time.monotonic()
+        env = dict(os.environ, PYTHONPYCACHEPREFIX=PYC_PREFIXES[name])
+        p = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j", "0", *dirs],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        out[name] = {
+            "dirs": dirs,
+            "rc": p.returncode,
+            "s": round(time.monotonic() - t, 1),
+            "errors_tail": (p.stdout + p.stderr)[-600:],
+            "bytes": sum(f.stat().st_size for f in Path(PYC_PREFIXES[name]).rglob("*.pyc")),
+        }
+        log(f"pyc prefix {name}: {out[name]['s']}s rc {p.returncode}")
+    return out
+
+
+# Startup phases as the engine log shows them: the first match of each, from the spawn.
+PHASES = (
+    ("first_line", None),
+    ("args", "non-default args"),
+    ("engine_core_init", "Initializing a V1 LLM engine"),
+    ("load_start", "Starting to load model"),
+    ("model_loaded", "Model loading took"),
+    ("graphs_done", "Graph capturing finished"),
+    ("init_engine_done", "init engine (profile"),
+    ("server_listening", "Starting vLLM server"),
+)
+
+
+class PhaseWatch:
+    """Polls the engine log every 0.1 s and notes when each phase's line first appears."""
+
+    def __init__(self, path: Path, t0: float) -> None:
+        import threading
+
+        self.path, self.t0, self.seen = path, t0, {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.scan()
+            time.sleep(0.1)
+
+    def scan(self) -> None:
+        try:
+            text = self.path.read_text(errors="replace")
+        except OSError:
+            return
+        now = round(time.monotonic() - self.t0, 1)
+        for name, needle in PHASES:
+            if name not in self.seen and (text.strip() if needle is None else needle in text):
+                self.seen[name] = now
+
+    def done(self) -> dict:
+        self.stop.set()
+        self.thread.join(2)
+        return dict(self.seen)
+
+
 def spec_snapshot(base: str, name: str) -> metrics.SpecSnapshot | None:
     try:
         return metrics.snapshot(driver.http(base, "GET", "/metrics", timeout=30)[1], name)
@@ -202,6 +332,33 @@ def sweep(base: str, name: str, a: argparse.Namespace, state: dict, rd: Path) ->
     return out
 
 
+def prefill_rate(base: str, name: str, n: int, words: int = 1500, concurrency: int = 16) -> dict:
+    """Prompt tokens per second of the target alone: n long prompts, one output token each,
+    `concurrency` at a time (the drafter pipeline's extraction is a prefill of every sample)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> int:
+        text = " ".join(f"w{(i * 7919 + j * 104729) % 5000}" for j in range(words))
+        body = {"model": name, "prompt": text, "max_tokens": 1, "temperature": 0}
+        _, out = driver.http(base, "POST", "/v1/completions", body, timeout=300)
+        return int(json.loads(out)["usage"]["prompt_tokens"])
+
+    one(n)  # warm-up: the first batch shape
+    t = time.monotonic()
+    with ThreadPoolExecutor(concurrency) as ex:
+        toks = list(ex.map(one, range(n)))
+    s = time.monotonic() - t
+    r = {
+        "requests": n,
+        "concurrency": concurrency,
+        "prompt_tokens": sum(toks),
+        "s": round(s, 2),
+        "prompt_tps": round(sum(toks) / s, 1),
+    }
+    log(f"  prefill {r}")
+    return r
+
+
 def ab_c1(base: str, name: str, a: argparse.Namespace) -> dict:
     """c=1 through the chat and the completions endpoint (issue 26 item 6: the per-step gap
     between the toolkit's unit and the moe-speedup recipe's server)."""
@@ -244,8 +401,21 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
     c = driver.build_command(unit_dir, a.python, a.pythonpath)
     env = c.pop("env")
     r: dict = {"tag": tag, "unit": unit, "kind": kind, "cache": cache, "expect": expect}
-    r["command"] = c
     argv = c["argv"]
+    opts = dict(state.get("opts", {}).get(tag, {}))
+    r["options"] = opts
+    if opts.get("seqs"):
+        argv = c["argv"] = [*argv, "--max-num-seqs", opts["seqs"]]
+    if opts.get("pyc"):
+        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=PYC_PREFIXES[opts["pyc"]])
+    if opts.get("importtime"):
+        env["PYTHONPROFILEIMPORTTIME"] = "1"
+    r["command"] = c
+    r["env_options"] = {
+        k: env[k]
+        for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPROFILEIMPORTTIME")
+        if k in env
+    }
     port = driver.flag_value(argv, "--port") or "8000"
     host = driver.flag_value(argv, "--host") or "127.0.0.1"
     name = driver.flag_value(argv, "--served-model-name") or expect["served_model_name"]
@@ -265,6 +435,12 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
             "resident_s": ahead.seconds,
             "cached_gib_after": meminfo_cached_gib(),
         }
+    elif kind == "load" and cache == "evict":
+        r["page_cache"] = {
+            "mode": "code evicted, model as left",
+            "evict": evict(code_files(code_dirs(a.pythonpath))),
+            "cached_gib": meminfo_cached_gib(),
+        }
     else:
         r["page_cache"] = {
             "mode": "as left by the previous run",
@@ -277,9 +453,12 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
     log(f"[{tag}] start: {' '.join(argv)[:300]}")
     t_start = time.monotonic()
     p = driver.spawn_server(argv, env, logf.path)
+    watch = PhaseWatch(logf.path, t_start)
     ready = driver.wait_healthy(p, base, a.start_timeout_s, every_s=0.2)
     if ready is not None:
         ready = time.monotonic() - t_start  # from before the spawn, as the driver counts
+    watch.scan()
+    r["phases_s"] = watch.done()
     r["ready"] = ready is not None
     r["server_start_s"] = round(ready, 2) if ready is not None else None
     log(f"[{tag}] ready={r['ready']} start={r['server_start_s']}s rc={p.poll()}")
@@ -305,6 +484,8 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
                 r["vllm_log_spec_total"] = engine_log.combine_spec_lines(lines)
         if ready is not None and kind == "ab":
             r["ab"] = ab_c1(base, name, a)
+        if ready is not None and opts.get("prefill"):
+            r["prefill"] = prefill_rate(base, name, int(opts["prefill"]))
         if ready is not None and kind in ("sweep", "ab"):
             try:
                 driver.save(rd / "metrics.txt", driver.http(base, "GET", "/metrics", timeout=30)[1])
@@ -361,14 +542,29 @@ def run_one(tag: str, unit: str, kind: str, cache: str, a: argparse.Namespace, s
     return r
 
 
-def parse_run(spec: str) -> tuple[str, str, str, str]:
+RUN_OPTIONS = {"pyc": ("none", "all"), "seqs": None, "importtime": None, "prefill": None}
+
+
+def parse_run(spec: str) -> tuple[str, str, str, str, dict]:
     parts = spec.split(":")
     unit, kind = parts[0], parts[1] if len(parts) > 1 else "sweep"
     cache = parts[2] if len(parts) > 2 else ("asis" if kind == "sweep" else "drop")
-    if kind not in ESTIMATE_S or cache not in ("asis", "drop", "warm"):
-        raise SystemExit(f"--run {spec}: expected UNIT[:sweep|:ab|:load[:drop|:warm]]")
-    tag = unit if kind == "sweep" else f"{unit}-ab" if kind == "ab" else f"{unit}-load-{cache}"
-    return tag, unit, kind, cache
+    opts: dict = {}
+    for o in parts[3].split(",") if len(parts) > 3 and parts[3] else []:
+        k, _, v = o.partition("=")
+        if k not in RUN_OPTIONS or (RUN_OPTIONS[k] and v not in RUN_OPTIONS[k]):
+            raise SystemExit(f"--run {spec}: unknown option {o!r}")
+        opts[k] = v or "1"
+    caches = ("asis", "drop", "warm", "keep", "evict")
+    if kind not in ESTIMATE_S or cache not in caches:
+        raise SystemExit(
+            f"--run {spec}: expected UNIT[:sweep|:ab|:load[:{'|'.join(caches)}[:OPT,...]]]"
+        )
+    suffix = "".join(f"-{k}{'' if v == '1' else v}" for k, v in opts.items())
+    tag = (
+        unit if kind == "sweep" else f"{unit}-ab" if kind == "ab" else f"{unit}-load-{cache}"
+    ) + suffix
+    return tag, unit, kind, cache, opts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,13 +586,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop-file", default="/tmp/moe-stop")
     ap.add_argument("--cold-read", action="store_true", help="time a plain cold read first")
     ap.add_argument("--no-drop-caches", action="store_true", help="dry runs: never drop")
+    ap.add_argument("--pyc-prefixes", action="store_true", help="build the pyc= prefixes first")
     a = ap.parse_args(argv)
     NO_DROP[0] = a.no_drop_caches
     runs = []
     parsed = [parse_run(spec) for spec in a.run]
-    for i, (tag, unit, kind, cache) in enumerate(parsed):
+    state: dict = {"opts": {}}
+    for i, (tag, unit, kind, cache, opts) in enumerate(parsed):
         n = sum(1 for earlier in parsed[:i] if earlier[0] == tag)
-        runs.append((f"{tag}-{n + 1}" if n else tag, unit, kind, cache))
+        tag = f"{tag}-{n + 1}" if n else tag
+        state["opts"][tag] = opts
+        runs.append((tag, unit, kind, cache))
     Path(a.out).mkdir(parents=True, exist_ok=True)
     results: dict = {
         "schema": "specdeploy.gpu.moe_sweep/1",
@@ -406,7 +606,9 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {},
     }
     rp = Path(a.out) / "results.json"
-    state: dict = {}
+    if a.pyc_prefixes:
+        results["pyc_prefixes"] = build_pyc_prefixes(a.pythonpath)
+        rp.write_text(json.dumps(results, indent=1, default=str))
     try:
         models = json.loads(Path(a.drafter).parent.joinpath("models.json").read_text())
         results["models"] = models
