@@ -537,3 +537,33 @@ def test_the_vllm_workers_chunk_loop_skips_written_chunks_and_keeps_room(tmp_pat
     assert [c["index"] for c, _, _ in got] == [0, 2]
     # 12 tokens truncated to 10 - 2 (room for the tokens the engine generates); prompt 6
     assert [seqs for _, _, seqs in got][1] == [(4, [1] * 6 + [2] * 2, 6), (5, [1] * 6 + [2] * 2, 6)]
+
+
+KIMI_TEXT = {"hidden_size": 7168, "vocab_size": 163840, "max_position_embeddings": 8192}
+KIMI_DRAFTER = checkpoint.drafter_config(KIMI_TEXT, [2, 30, 57], 163840)
+H200_BYTES = int(139.8 * 2**30)
+
+
+def test_gpu_memory_estimate_reproduces_the_h200_measurements() -> None:
+    # tests/fixtures/vllm-0.20.2-restart/train-rate-b{2,4}.json: peaks of 65.1 and 90.7 GiB
+    for sequences, measured_gib in ((2, 65.1), (4, 90.7)):
+        est = checkpoint.training_gpu_bytes(KIMI_DRAFTER, 1925, sequences, 3) / 2**30
+        assert abs(est - measured_gib) / measured_gib < 0.03, (sequences, est)
+    # and the out-of-memory of 8 sequences on the H200's 139.8 GiB
+    assert checkpoint.training_gpu_bytes(KIMI_DRAFTER, 1925, 8, 3) > H200_BYTES
+
+
+def test_a_batch_that_cannot_fit_the_gpu_is_one_line_naming_the_knob() -> None:
+    said = checkpoint.gpu_memory_refusal(KIMI_DRAFTER, 1925, 8, 1, 3, H200_BYTES, "cuda:0")
+    assert said is not None and "\n" not in said
+    assert said.startswith("batch_sequences=8 (8 a process) needs about 1")
+    assert "cuda:0" in said and "set batch_sequences to at most 6" in said, said
+    # the same batch over two GPUs is 4 a process: fits
+    assert checkpoint.gpu_memory_refusal(KIMI_DRAFTER, 1925, 8, 2, 3, H200_BYTES) is None
+    # an RTX PRO 6000 (96 GB): 3 a process by the estimate (2 measured to fit on the H200)
+    rtx = 96 * 10**9
+    said = checkpoint.gpu_memory_refusal(KIMI_DRAFTER, 1925, 4, 1, 3, rtx)
+    assert said is not None and "at most 3" in said, said
+    # nothing fits: said so, not "at most 0"
+    said = checkpoint.gpu_memory_refusal(KIMI_DRAFTER, 1925, 1, 1, 3, 40 * 2**30)
+    assert said is not None and "not even one sequence fits" in said, said

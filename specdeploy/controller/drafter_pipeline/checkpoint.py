@@ -96,6 +96,60 @@ def training_bytes(dcfg: dict[str, Any]) -> int:
     return 2 * 12 * n + 2 * n
 
 
+# The trainer's GPU memory, fitted on the H200 (2026-12-04, tests/fixtures/vllm-0.20.2-restart/
+# train-rate-b*.json: Kimi's drafter shape, 1,925-token sequences, 3 test steps, peaks of
+# 65.1 GiB with 2 sequences and 90.7 GiB with 4; 8 ran out of 139.8 GiB). Per parameter: fp32
+# weights, gradients and AdamW's two moments (16 bytes) and autocast's bf16 copy (2); the frozen
+# fp32 embedding; per sequence, the logits of every test step over the draft vocabulary, with
+# their fp32 copies for the loss and the backward: 14.5 bytes a logit.
+BYTES_PER_PARAMETER = 18
+BYTES_PER_LOGIT = 14.5
+# What of the device's memory the estimate may use: the CUDA context, the allocator's
+# fragmentation and the estimate's own error.
+GPU_MEMORY_SHARE = 0.92
+
+
+def training_gpu_bytes(dcfg: dict[str, Any], seq_len: int, sequences: int, ttt_steps: int) -> int:
+    """Peak GPU memory of one training process for `sequences` sequences of `seq_len` tokens."""
+    fixed = BYTES_PER_PARAMETER * parameter_count(dcfg) + 4 * (
+        int(dcfg["vocab_size"]) * int(dcfg["hidden_size"])
+    )
+    per_sequence = BYTES_PER_LOGIT * seq_len * int(dcfg["draft_vocab_size"]) * ttt_steps
+    return int(fixed + sequences * per_sequence)
+
+
+def gpu_memory_refusal(
+    dcfg: dict[str, Any],
+    seq_len: int,
+    batch_sequences: int,
+    processes: int,
+    ttt_steps: int,
+    device_bytes: int,
+    device: str = "the GPU",
+) -> str | None:
+    """One line when batch_sequences cannot fit each process's GPU, None when it can. The
+    train step asks before it builds the model: an out-of-memory error in the first step is a
+    traceback; this names the knob (the extraction's output stays, the run resumes at train)."""
+    per_process = -(-batch_sequences // max(1, processes))
+    budget = GPU_MEMORY_SHARE * device_bytes
+    need = training_gpu_bytes(dcfg, seq_len, per_process, ttt_steps)
+    if need <= budget:
+        return None
+    fits = 0
+    while training_gpu_bytes(dcfg, seq_len, fits + 1, ttt_steps) <= budget:
+        fits += 1
+    advice = (
+        f"set batch_sequences to at most {fits * max(1, processes)}"
+        if fits
+        else "not even one sequence fits: a smaller draft vocabulary or shorter sequences"
+    )
+    return (
+        f"batch_sequences={batch_sequences} ({per_process} a process) needs about "
+        f"{need / 2**30:.1f} GiB on {device} for sequences of up to {seq_len} tokens, which has "
+        f"{device_bytes / 2**30:.1f} GiB: {advice}"
+    )
+
+
 def write_config(out: Path, dcfg: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(dcfg, indent=1) + "\n")

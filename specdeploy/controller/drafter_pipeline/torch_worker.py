@@ -57,6 +57,7 @@ from safetensors.torch import load_file, save_file
 from torch import distributed as dist
 from torch import nn
 
+from specdeploy.controller.drafter_pipeline import checkpoint
 from specdeploy.controller.drafter_pipeline.split import is_heldout
 
 
@@ -364,15 +365,27 @@ def step_loss(
 
 def train(job: dict[str, Any]) -> None:
     rank, world, device = setup_distributed(job["device"])
-    model = build(job, device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=job["learning_rate"], weight_decay=0.0)
     seqs = Sequences(
         job["chunks"], lambda r: not is_heldout(r, job["heldout_fraction"], job["seed"])
     )
     if not len(seqs):
         raise SystemExit("no training sequences (all held out?)")
     bs = job["batch_sequences"]
+    if device.startswith("cuda"):
+        refused = checkpoint.gpu_memory_refusal(
+            job["drafter_config"],
+            max(hi - lo for _, lo, hi, _, _ in seqs.index),
+            bs,
+            world,
+            job["ttt_steps"],
+            torch.cuda.get_device_properties(device).total_memory,
+            device,
+        )
+        if refused:
+            raise SystemExit(refused)
+    model = build(job, device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=job["learning_rate"], weight_decay=0.0)
     steps_per_epoch = (len(seqs) + bs - 1) // bs
     ckpt = Path(job["checkpoint"])
     start_epoch, start_step = 0, 0
