@@ -545,10 +545,17 @@ H200_BYTES = int(139.8 * 2**30)
 
 
 def test_gpu_memory_estimate_reproduces_the_h200_measurements() -> None:
-    # tests/fixtures/vllm-0.20.2-restart/train-rate-b{2,4}.json: peaks of 65.1 and 90.7 GiB
-    for sequences, measured_gib in ((2, 65.1), (4, 90.7)):
-        est = checkpoint.training_gpu_bytes(KIMI_DRAFTER, 1925, sequences, 3) / 2**30
-        assert abs(est - measured_gib) / measured_gib < 0.03, (sequences, est)
+    # tests/fixtures/vllm-0.20.2-restart/train-rate-b*.json: fitted on 2 and 4, then 1 and 3
+    runs = sorted((REPO / "tests/fixtures/vllm-0.20.2-restart").glob("train-rate-b*.json"))
+    assert len(runs) == 4, runs
+    for path in runs:
+        run = json.loads(path.read_text())
+        assert run["trainable_parameters"] == checkpoint.parameter_count(KIMI_DRAFTER)
+        est = checkpoint.training_gpu_bytes(
+            KIMI_DRAFTER, run["seq_len"], run["batch_sequences"], run["ttt_steps"]
+        )
+        measured = run["peak_memory_gib"] * 2**30
+        assert abs(est - measured) / measured < 0.02, (path.name, est / 2**30)
     # and the out-of-memory of 8 sequences on the H200's 139.8 GiB
     assert checkpoint.training_gpu_bytes(KIMI_DRAFTER, 1925, 8, 3) > H200_BYTES
 
