@@ -181,7 +181,9 @@ def render(data: dict) -> str:
         "then the stop) and puts it back (`state ready`) after readiness and the gates. "
         "*failed*: refused before the answer began; *cut*: the stream ended without "
         "`[DONE]`. p99 is over the completed requests that started in each phase (ms; the "
-        "stand-in on a loaded CI machine, not a GPU figure).",
+        "stand-in on a loaded CI machine, not a GPU figure). A single node (the last row: the "
+        "other one in maintenance) has no other to take the traffic: its restart window is "
+        "refused (HAProxy's 503, which a client can retry), never cut.",
         "",
         "| scenario | sent | completed | failed | cut | p99 before / during / after (ms) "
         "| operation (s) | node states after |",

@@ -246,3 +246,39 @@ def test_switching_the_fleet_to_sglang_under_traffic_loses_no_request(release_a,
     assert release.startswith("sglang-"), release
     out = run.stdout
     assert out.index(f"{hosts[0]}: back in rotation") < out.index(f"{hosts[1]}: out of rotation")
+
+
+def test_a_single_node_refuses_its_restart_window_and_cuts_nothing(release_a, cluster, hosts):
+    """Issue 28 item 3: with one node in the balancer there is no other to take the traffic;
+    its restart is a window of refused requests (HAProxy's 503, a client retries), and the
+    drain still lets every answer that had begun finish: none is cut."""
+    single, other = hosts
+    socket = str(balancer.socket_path())
+    drain.haproxy_command(socket, f"set server vllm/{other} state maint")
+    try:
+        play = Deploy(cluster)
+        run, summary = under_traffic(
+            lambda: play("deploy.yml", "--limit", f"{single},localhost", extra=A)
+        )
+        states = rotation(hosts)
+        livetraffic.record(
+            "6-single-node",
+            {
+                "scenario": "deploy on a single node (the other in maintenance): the restart "
+                "window is refused, never cut",
+                "nodes": f"{single}: {serving(cluster)[single]}, {states.get(single, '?')}; "
+                f"{other}: maintenance (by the test)",
+                **summary,
+            },
+        )
+        assert run.returncode == 0, run.tail()
+        assert serving(cluster)[single] == release_a
+        assert f"{single}: out of rotation (HAProxy vllm/{single} state drain" in run.stdout
+        assert wait_in_rotation([single], timeout_s=10) == {single: "in rotation"}
+        # refused while the only node restarted, and only then; not one answer cut
+        assert summary["cut"] == 0, summary["problems"]
+        assert summary["failed"] > 0, summary
+        assert summary["completed"] + summary["failed"] == summary["sent"], summary
+        assert all("HTTP 503" in p or "refused" in p.lower() for p in summary["problems"]), summary
+    finally:
+        drain.haproxy_command(socket, f"set server vllm/{other} state ready")
