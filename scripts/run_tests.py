@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -211,6 +212,34 @@ def main(argv: list[str] | None = None) -> int:
     return report(results, start, cpu)
 
 
+# The lowest free disk (where the sandbox nodes' layers and the caches live) and memory seen
+# during the run: a CI page that shows sessions failing together shows whether the machine ran
+# out of either.
+LOWEST: dict[str, tuple[float, float]] = {}
+HEADROOM_EVERY_S = 10.0
+
+
+def headroom() -> dict[str, float]:
+    """GiB free now: the disk under the nodes' state (/run) and the cache, and MemAvailable."""
+    out: dict[str, float] = {}
+    cache = Path(os.environ.get("SPECDEPLOY_CACHE") or Path.home() / ".cache" / "specdeploy")
+    for label, path in (("disk /run", Path("/run")), ("disk cache", cache)):
+        with contextlib.suppress(OSError):
+            out[label] = shutil.disk_usage(path if path.exists() else Path("/")).free / 2**30
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        line = next(
+            ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemAvail")
+        )
+        out["memory"] = int(line.split()[1]) / 2**20
+    return out
+
+
+def note_headroom(since: float) -> None:
+    for label, free in headroom().items():
+        if label not in LOWEST or free < LOWEST[label][0]:
+            LOWEST[label] = (free, time.monotonic() - since)
+
+
 def run_sessions(
     pending: list[tuple[str, list[str]]],
     running: dict[str, tuple[subprocess.Popen[bytes], float, Path]],
@@ -220,7 +249,12 @@ def run_sessions(
     cpu: dict[str, dict[str, float]],
 ) -> None:
     nodes_cpu: dict[str, float] = {}
+    started = last_headroom = time.monotonic()
+    note_headroom(started)
     while pending or running:
+        if time.monotonic() - last_headroom >= HEADROOM_EVERY_S:
+            note_headroom(started)
+            last_headroom = time.monotonic()
         while pending and len(running) < jobs:
             name, paths = pending.pop(0)
             log = LOGS / f"{name}.log"
@@ -298,6 +332,11 @@ def report(
         f"({spent:.0f} CPU-s in the sessions); "
         f"failed sessions: {', '.join(failed_sessions) or 'none'}"
     )
+    if LOWEST:
+        print(
+            "tests: lowest free during the run: "
+            + ", ".join(f"{k} {v:.1f} GiB (at {t:.0f} s)" for k, (v, t) in LOWEST.items())
+        )
     failed = totals["failed"] + totals["errors"]
     print(f"{totals['passed']} passed, {failed} failed, {totals['skipped']} skipped")
     return 1 if failed_sessions else 0
