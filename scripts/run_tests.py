@@ -43,7 +43,8 @@ ESTIMATE_S = {
     "patches": 1200,  # stop 30's CI: it builds two torch venvs from PyPI there (436 s cached)
     "test_deploy": 950,
     "test_engine_sglang": 900,  # 471 s for 3 of its 8 cases (the others failed early)
-    "test_live_traffic": 880,  # 715 s for 4 of its 5 scenarios
+    "test_live_traffic": 1100,  # ci12 (12-04 11:51): 1102 s for 5 scenarios
+    "test_live_traffic_fleet": 700,  # 4 nodes: a first deploy, then the staged one
     "test_faults_first": 720,
     "test_fleet": 690,
     "test_speedup": 640,
