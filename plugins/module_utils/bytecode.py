@@ -8,9 +8,9 @@ window's fixed part"). Compiling once at build, with the venv's own interpreter 
 takes it out of every later start.
 
 Idempotent: a source whose cache file is missing or records another mtime or size (what the
-import system checks) is stale; files the
-compiler refused (test data in Python 2 syntax, templates) are recorded in ``MARKER`` and not
-counted again, so a second run compiles nothing and reports no change.
+import system checks) is stale; files the compiler refused (test data in Python 2 syntax,
+templates) are recorded in ``MARKER`` and not counted again, so a second run compiles nothing
+and reports no change.
 """
 
 from __future__ import annotations
@@ -84,13 +84,10 @@ def refused(venv: Path) -> list[str]:
         return []
 
 
-def stale(venv: Path) -> list[str]:
-    """The venv's sources whose bytecode is missing or older than they are."""
-    dirs = site_dirs(venv)
-    if not dirs:
-        raise BytecodeError(f"{venv}: no lib/python3*/site-packages")
+def stale(venv: Path, dirs: list[Path], skip: list[str]) -> list[str]:
+    """The sources under dirs (but skip) whose bytecode is missing or does not match them."""
     done = subprocess.run(
-        [str(_python(venv)), "-c", STALE_SCRIPT, json.dumps(refused(venv)), *map(str, dirs)],
+        [str(_python(venv)), "-c", STALE_SCRIPT, json.dumps(skip), *map(str, dirs)],
         capture_output=True,
         text=True,
         check=False,
@@ -102,14 +99,18 @@ def stale(venv: Path) -> list[str]:
 
 def compile_venv(venv: Path, check: bool = False) -> dict[str, Any]:
     """Compile what is stale; ``changed`` when something was (or, in check mode, would be)."""
-    todo = stale(venv)
+    dirs = site_dirs(venv)
+    if not dirs:
+        raise BytecodeError(f"{venv}: no lib/python3*/site-packages")
+    skip = refused(venv)
+    todo = stale(venv, dirs, skip)
     result: dict[str, Any] = {"changed": bool(todo), "stale": len(todo), "refused": 0}
     if not todo or check:
         return result
     # -j 0: every core; the venv's own interpreter writes its own cache tag. compileall exits
     # 1 when any file failed: those are recorded, the rest is compiled.
     done = subprocess.run(
-        [str(_python(venv)), "-m", "compileall", "-q", "-j", "0", *map(str, site_dirs(venv))],
+        [str(_python(venv)), "-m", "compileall", "-q", "-j", "0", *map(str, dirs)],
         capture_output=True,
         text=True,
         check=False,
@@ -118,7 +119,7 @@ def compile_venv(venv: Path, check: bool = False) -> dict[str, Any]:
     if done.returncode not in (0, 1) or (done.returncode == 1 and not bad):
         raise BytecodeError(f"{venv}: compileall failed: {(done.stdout + done.stderr)[-300:]}")
     (venv / MARKER).write_text(
-        json.dumps({"refused": sorted(set(refused(venv)) | set(bad))}, indent=1) + "\n",
+        json.dumps({"refused": sorted(set(skip) | set(bad))}, indent=1) + "\n",
         encoding="utf-8",
     )
     result["refused"] = len(bad)

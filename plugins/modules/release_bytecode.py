@@ -14,8 +14,9 @@ description:
     C(ProtectSystem=strict)); without bytecode every start compiles every module it imports
     (25-32 s of a warm vLLM 0.20.2 start on an H200).
   - Compiles, with the venv's own interpreter, every source under C(lib/python3*/site-packages)
-    whose bytecode is missing or older than the source (after the patch step, so the patched
-    files are compiled too); files the compiler refuses are recorded and not retried.
+    whose bytecode is missing or does not match the source's mtime and size (what the import
+    system checks); run again after the patch step for the files it replaced; files the
+    compiler refuses are recorded and not retried.
   - Changes nothing when every source has current bytecode. Check mode says how many would be
     compiled.
 author: specdeploy maintainers (!UNKNOWN)

@@ -178,10 +178,8 @@ def build_pyc_prefixes(pythonpath: str) -> dict:
 
     stdlib = sysconfig.get_paths()["stdlib"]
     out = {}
-    for name, dirs in (
-        ("none", [stdlib]),
-        ("all", [d for d in code_dirs(pythonpath) if not d.startswith("/tmp/pyc-")]),
-    ):
+    everything = [d for d in code_dirs(pythonpath) if d not in PYC_PREFIXES.values()]
+    for name, dirs in (("none", [stdlib]), ("all", everything)):
         t = time.monotonic()
         env = dict(os.environ, PYTHONPYCACHEPREFIX=PYC_PREFIXES[name])
         p = subprocess.run(
