@@ -228,7 +228,7 @@ def test_hardware_preflight(node, play, smi, tree, rc_expected, failing, text):
     node.set_scenario(node.nodes[0], smi)
     rc, report = play("playbooks/preflight.yml", "--tags", "hardware", extra=hw_vars(tree))
     tasks = results(report, play.host)
-    doctor = json.loads(tasks["Run the hardware doctor on the node (read-only)"]["stdout"])
+    doctor = tasks["Run the hardware doctor on the node (read-only)"]["report"]
     assert rc == rc_expected, failure(report)
     assert doctor["failed"] == failing, doctor["table"]
     assert changed(report, play.host) == 0  # read-only
