@@ -40,7 +40,7 @@ class ActionModule(ActionBase):
         command = rules.drafter_command(knobs, probe)
         if command is not None:
             try:
-                answer, _ = cached_run(
+                answer, _cached = cached_run(
                     Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR,
                     command.argv,
                     command.stdin,

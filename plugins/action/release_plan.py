@@ -56,7 +56,7 @@ class ActionModule(ActionBase):
             "--fingerprint",
         ]
         chdir = str(knobs["specdeploy_toolkit_dir"])
-        answer, _ = cached_run(Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR, argv, None, chdir)
+        answer, _cached = cached_run(Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR, argv, None, chdir)
         if answer["rc"] != 0:
             raise AnsibleActionFail(f"release_plan: {part} fingerprint: {answer['stderr'].strip()}")
         return answer["stdout"].strip()
