@@ -50,6 +50,7 @@ ESTIMATE_S = {
     "test_speedup": 640,
     "test_k_schedule": 630,
     "test_faults_gates": 560,
+    "test_faults_traffic": 900,  # two nodes behind HAProxy, traffic during each fault
     "test_validate": 500,
     "test_faults_build": 440,
     "test_controller_wheelhouse": 400,

@@ -19,55 +19,15 @@ mode too (read-only), like the tasks it replaces (``check_mode: false``).
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
-import os
-import subprocess
 from pathlib import Path
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-
-CACHE_DIR = "specdeploy-controller-checks"
-
-
-def cache_key(argv: list[str], stdin: str | None, chdir: str | None) -> str:
-    blob = json.dumps({"argv": argv, "stdin": stdin, "chdir": chdir}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def run_check(argv: list[str], stdin: str | None, chdir: str | None) -> dict:
-    proc = subprocess.run(
-        argv,
-        input=stdin,
-        cwd=chdir or None,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
-
-
-def cached_run(directory: Path, argv: list[str], stdin: str | None, chdir: str | None):
-    """(answer, whether it was another run's): the first caller for a key runs the check
-    under the key's lock; the others wait on the lock and read its answer."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    key = cache_key(argv, stdin, chdir)
-    answer_path = directory / f"{key}.json"
-    with open(directory / f"{key}.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if answer_path.is_file():
-                return json.loads(answer_path.read_text(encoding="utf-8")), True
-            answer = run_check(argv, stdin, chdir)
-            tmp = answer_path.with_name(answer_path.name + f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(answer), encoding="utf-8")
-            tmp.replace(answer_path)
-            return answer, False
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import (
+    CACHE_DIR,
+    cached_run,
+)
 
 
 class ActionModule(ActionBase):

@@ -143,6 +143,10 @@ def smoke(argv: list[str], environment: dict[str, str], timeout_s: float) -> dic
     return {"ok": proc.returncode == 0, "message": "passed" if proc.returncode == 0 else message}
 
 
+# Written under the release root by a drain, removed by the put-back (roles/vllm_service).
+OUT_OF_ROTATION = ".out-of-rotation"
+
+
 def check(spec: dict[str, Any], run_smoke: bool = True) -> dict[str, Any]:
     """Every check of the module doc; the smoke check only when nothing else drifted."""
     root = Path(spec["root"])
@@ -167,4 +171,7 @@ def check(spec: dict[str, Any], run_smoke: bool = True) -> dict[str, Any]:
         )
         if not result["smoke"]["ok"]:
             drifts.append(f"readiness smoke check failed: {result['smoke']['message']}")
+    # A run that drained the node and then stopped (controller killed, node rebooted) left this
+    # note (vllm_service drain.yml): a steady node that passed its smoke check goes back.
+    result["left_drained"] = (root / OUT_OF_ROTATION).exists()
     return {"steady": not drifts, "drifts": drifts, **result}

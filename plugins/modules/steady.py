@@ -75,6 +75,10 @@ RETURN = r"""
 steady: {description: "The node serves the release unchanged.", type: bool, returned: always}
 drifts: {description: "What differs (empty when steady).", type: list, returned: always}
 smoke: {description: "The smoke check's result (null when not run).", type: dict, returned: always}
+left_drained:
+  description: "A run's drain left the node's out-of-rotation note (<root>/.out-of-rotation)."
+  type: bool
+  returned: always
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -44,8 +44,8 @@ from specdeploy.controller import drafter_provenance as provenance
 from specdeploy.controller import engines
 from specdeploy.node import cli, jsontext
 from specdeploy.node.module_utils.specdeploy_weights import tensor_shapes
+from specdeploy.node.module_utils.versions import version_key
 from specdeploy.node.patching.patches import Manifest, UsageError
-from specdeploy.node.versions import version_key
 
 LLAMA_STYLE = ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3")
 MLA_STYLE = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")

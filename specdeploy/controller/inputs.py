@@ -29,9 +29,9 @@ from typing import Any
 
 from specdeploy.controller import schedule
 from specdeploy.node import jsontext
-from specdeploy.node.attention import is_mla_backend
+from specdeploy.node.module_utils.attention import is_mla_backend
+from specdeploy.node.module_utils.versions import public_version, version_key
 from specdeploy.node.patching.patches import Manifest, UsageError
-from specdeploy.node.versions import public_version, version_key
 
 
 def check(

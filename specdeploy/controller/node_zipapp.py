@@ -1,10 +1,12 @@
 """One node-side tool as a single file: a zipapp of the node package that runs one module.
 
-``ansible.builtin.script`` copies one file to the node; a tool of several modules (the hardware
-doctor: specdeploy/node/doctor/) travels as a Python zip application instead: the whole
-``specdeploy.node`` package (stdlib-only modules are all the tool imports) and a ``__main__``
-that runs the module, e.g. ``python3 doctor.pyz --json``. The archive is reproducible (sorted
-members, fixed timestamps), so parallel deploys that build it at once write the same bytes.
+For a node without a release (a new machine, a hand check): one file to copy and run, the
+whole ``specdeploy.node`` package (stdlib-only modules are all the tool imports; the
+collection's module_utils packed where the node package imports them) and a ``__main__`` that
+runs the module, e.g. the hardware doctor as ``sudo python3 doctor.pyz --json``. The archive is
+reproducible (sorted members, fixed timestamps): the same code gives the same bytes. No role
+uses it: the deploy runs the doctor as the module specdeploy.toolkit.gpu_doctor (one round trip
+per node; ``ansible.builtin.script`` of this file cost about six).
 
     python -m specdeploy.controller.node_zipapp --module specdeploy.node.doctor --out FILE
 

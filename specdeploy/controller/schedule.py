@@ -202,7 +202,7 @@ KEY = "num_speculative_tokens_per_batch_size"
 
 def first_dynamic_version(manifest_versions: dict[str, dict[str, object]]) -> str | None:
     """The oldest version in the manifest whose SpeculativeConfig has the schedule key."""
-    from specdeploy.node.versions import version_key
+    from specdeploy.node.module_utils.versions import version_key
 
     found = [
         v

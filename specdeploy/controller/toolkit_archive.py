@@ -44,7 +44,7 @@ class Part:
 
 
 # The stdlib helpers the collection's modules and the node package share live once, in the
-# collection's plugins/module_utils; a release (and the doctor's zipapp) holds them where the node
+# collection's plugins/module_utils; a release (and a node_zipapp file) holds them where the node
 # package imports them, specdeploy/node/module_utils (see that package's __init__).
 MODULE_UTILS = ("plugins/module_utils", "specdeploy/node/module_utils")
 

@@ -228,7 +228,7 @@ def test_hardware_preflight(node, play, smi, tree, rc_expected, failing, text):
     node.set_scenario(node.nodes[0], smi)
     rc, report = play("playbooks/preflight.yml", "--tags", "hardware", extra=hw_vars(tree))
     tasks = results(report, play.host)
-    doctor = json.loads(tasks["Run the hardware doctor on the node (read-only)"]["stdout"])
+    doctor = tasks["Run the hardware doctor on the node (read-only)"]["report"]
     assert rc == rc_expected, failure(report)
     assert doctor["failed"] == failing, doctor["table"]
     assert changed(report, play.host) == 0  # read-only
@@ -239,9 +239,8 @@ def test_hardware_preflight(node, play, smi, tree, rc_expected, failing, text):
         assert message.startswith(f"{play.host}: hardware preflight failed: {failing[0]}: ")
         assert text in message and "(fix: " in message
         return
-    facts = tasks["Hand the NCCL settings to the unit (operator's gpu_node_nccl_environment wins)"]
-    nccl = facts["ansible_facts"]["specdeploy_nccl_environment"]
     derived = tasks["Record the report and what it derives (backend, NCCL) in the node's facts"]
+    nccl = derived["ansible_facts"]["specdeploy_nccl_environment"]
     backend = derived["ansible_facts"]["gpu_node_expected_attention_backend"]
     extra_args = derived["ansible_facts"]["gpu_node_server_extra_args"]
     assert backend == "TRITON_MLA"
@@ -266,12 +265,12 @@ def test_operator_overrides_reach_the_facts(node, play):
     rc, report = play("playbooks/preflight.yml", "--tags", "hardware", extra=extra)
     assert rc == 0, failure(report)
     tasks = results(report, play.host)
-    facts = tasks["Hand the NCCL settings to the unit (operator's gpu_node_nccl_environment wins)"]
-    assert facts["ansible_facts"]["specdeploy_nccl_environment"] == {
+    derived = tasks["Record the report and what it derives (backend, NCCL) in the node's facts"]
+    # the operator's gpu_node_nccl_environment wins over what the doctor derived
+    assert derived["ansible_facts"]["specdeploy_nccl_environment"] == {
         "NCCL_P2P_DISABLE": "0",
         "NCCL_DEBUG": "WARN",
     }
-    derived = tasks["Record the report and what it derives (backend, NCCL) in the node's facts"]
     assert derived["ansible_facts"]["gpu_node_expected_attention_backend"] == "FLASHINFER_MLA"
 
 

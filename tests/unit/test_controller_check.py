@@ -1,7 +1,7 @@
 """The plan play's controller-side checks run once per distinct input (issue 27 item 1).
 
 Real ansible-playbook runs roles/validation/tasks/preflight.yml (the gates check and the
-baseline knob check, both through the action plugin specdeploy.toolkit.controller_check) on
+baseline knob check, both in the action plugin specdeploy.toolkit.preflight_inputs) on
 three local hosts: two share their inventory values, the third has host_vars of its own. The
 two that share get one run of each check between them; the third gets its own, with its own
 verdict.
@@ -66,21 +66,19 @@ def test_nodes_that_share_inputs_share_one_check_and_a_node_that_differs_gets_it
         tmp_path, {"n1": {}, "n2": {}, "n3": {"specdeploy_release_gates": bad}}
     )
     assert rc == 2, out[-3000:]  # n3's gates fail; n1 and n2 go on
-    gates = results(tasks, "Check the gates")
+    checks = results(tasks, "Check the gates")
+    runs = {host: checks[host]["runs"] for host in checks}
     # one run for n1 and n2 together (whichever came first), one of its own for n3
-    assert sorted(gates[h]["cached"] for h in ("n1", "n2")) == [False, True]
-    assert gates["n3"]["cached"] is False
-    assert gates["n1"]["rc"] == gates["n2"]["rc"] == 0
-    assert gates["n3"]["rc"] == 2
-    refused = results(tasks, "Refuse gates that do not fit")
-    assert "failed" not in refused["n1"] and "failed" not in refused["n2"]
-    assert refused["n3"]["failed"] is True
-    assert "per_position_floors" in refused["n3"]["msg"]
-    assert "n3" in refused["n3"]["msg"]
-    # the baseline knob: n1 and n2 share its inputs, n3 was already refused
-    knob = results(tasks, "Check the baseline knob")
-    assert sorted(knob) == ["n1", "n2"]
-    assert sorted(knob[h]["cached"] for h in knob) == [False, True]
+    assert sorted(runs[h]["gates"]["cached"] for h in ("n1", "n2")) == [False, True]
+    assert runs["n3"]["gates"]["cached"] is False
+    assert runs["n1"]["gates"]["rc"] == runs["n2"]["gates"]["rc"] == 0
+    assert runs["n3"]["gates"]["rc"] == 2
+    assert "failed" not in checks["n1"] and "failed" not in checks["n2"]
+    assert checks["n3"]["failed"] is True
+    assert "per_position_floors" in checks["n3"]["msg"]
+    assert "n3" in checks["n3"]["msg"] and "\n" not in checks["n3"]["msg"]
+    # the baseline knob: all three share its inputs (n3's gates differ, not its knob)
+    assert sorted(runs[h]["baseline"]["cached"] for h in runs) == [False, True, True]
 
 
 def test_a_node_with_its_own_baseline_knob_gets_its_own_verdict(tmp_path: Path) -> None:
@@ -90,10 +88,10 @@ def test_a_node_with_its_own_baseline_knob_gets_its_own_verdict(tmp_path: Path) 
          "n3": {"validation_baseline_tps": {"1": 60.0}}},
     )  # fmt: skip
     assert rc == 2, out[-3000:]
-    knob = results(tasks, "Check the baseline knob")
+    checks = results(tasks, "Check the gates")
+    knob = {host: checks[host]["runs"]["baseline"] for host in checks}
     assert [knob[h]["cached"] for h in ("n1", "n2", "n3")] == [False, False, False]
     assert knob["n1"]["rc"] == 0 and knob["n2"]["rc"] == 0
     assert knob["n3"]["rc"] != 0  # a level without a figure: refused for n3 alone
-    refused = results(tasks, "Refuse a baseline knob")
-    assert refused["n3"]["failed"] is True
-    assert "failed" not in refused["n1"] and "failed" not in refused["n2"]
+    assert checks["n3"]["failed"] is True and "validation_baseline_tps" in checks["n3"]["msg"]
+    assert "failed" not in checks["n1"] and "failed" not in checks["n2"]

@@ -1,4 +1,5 @@
-"""specdeploy.node.doctor against the nvidia-smi replays and fake /sys trees (no GPU, no root)."""
+"""specdeploy.node.doctor and its module specdeploy.toolkit.gpu_doctor against the nvidia-smi
+replays and fake /sys trees (no GPU, no root)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from module_runner import MODULE_UTILS, MODULES, run_module
 
 from specdeploy.node import doctor
 
@@ -417,3 +419,79 @@ def test_ecc_errors_scenario_fails_the_ecc_check(tmp_path, smi, capsys):
     assert "GPU 6: 2 uncorrected ECC errors" in message
     assert "GPU 6: 5 uncorrected ECC errors (ecc.errors.uncorrected.aggregate.total)" in message
     assert "GPU 6: remapped_rows.pending" in message and "GPU 5" not in message
+
+
+# ---------------------------------------------------------------- the module (gpu_doctor)
+
+MODULE = MODULES / "gpu_doctor.py"
+LOGIC = MODULE_UTILS / "doctor"
+
+
+def module_args(smi_path: str, root: Path, **extra) -> dict:
+    """The module's parameters for what run() above passes on the command line."""
+    return {
+        "nvidia_smi": smi_path,
+        "vllm_version": "0.16.0",
+        "root": str(root),
+        "kernel_log": str(root / "kern.log"),
+        "min_shm_gb": 0,
+        **extra,
+    }
+
+
+def test_the_module_utils_package_is_the_node_code_itself():
+    # One copy: the module imports the collection's module_utils doctor package, and the node
+    # package's specdeploy.node.module_utils.doctor is that same directory (no link, no copy).
+    from specdeploy.node.module_utils.doctor import runner
+
+    assert "plugins.module_utils.doctor.runner import" in MODULE.read_text()
+    assert not LOGIC.is_symlink() and not [p for p in LOGIC.iterdir() if p.is_symlink()]
+    assert Path(runner.__file__).resolve() == LOGIC / "runner.py"
+    assert doctor.run is runner.run
+    # The node package keeps only the command line.
+    assert sorted(p.name for p in Path(doctor.__file__).parent.glob("*.py")) == [
+        "__init__.py",
+        "__main__.py",
+        "cli.py",
+    ]
+
+
+def test_the_module_returns_the_commands_report_in_check_mode_too(tmp_path, smi, capsys):
+    root, smi_path = hw(tmp_path, "acs_enabled"), smi("healthy")
+    free = [{"path": str(tmp_path), "min_gb": 0}]
+    rc, report = run(capsys, smi_path, root, "--free-disk", f"{tmp_path}=0")
+    assert rc == 0 and report["warnings"] == ["pcie_acs"], report["table"]
+    for check_mode in (False, True):
+        args = {**module_args(smi_path, root, free_disk=free), "_ansible_check_mode": check_mode}
+        out = run_module(MODULE, tmp_path, args)
+        assert not out.get("failed") and out["changed"] is False, out
+        # free disk moves between the two runs: compare the rest exactly
+        assert {**out["report"], "checks": None, "table": None} == {
+            **report,
+            "checks": None,
+            "table": None,
+        }
+        assert [c["name"] for c in out["report"]["checks"]] == [c["name"] for c in report["checks"]]
+        assert out["msg"] == report["table"][-1]
+        # The report's failed and warnings lists stay inside it (Ansible reads the top level's).
+        assert "warnings" not in out, out
+
+
+def test_a_failed_check_is_in_the_report_and_the_module_does_not_fail(tmp_path, smi):
+    args = module_args(
+        smi("seven_gpus"), hw(tmp_path, "healthy"), model_dirs=[{"path": str(tmp_path / "no")}]
+    )
+    out = run_module(MODULE, tmp_path, args)
+    assert not out.get("failed") and not out["report"]["ok"], out
+    assert out["report"]["failed"] == ["gpu_count", "model_files"]
+    assert out["report"]["failures"][0].startswith("gpu_count: 7 GPUs visible, expected 8")
+    assert out["msg"].startswith("result: FAIL: 2 failed (gpu_count, model_files)")
+
+
+def test_bad_input_fails_the_module_with_the_commands_message(tmp_path):
+    out = run_module(MODULE, tmp_path, {"root": "/nonexistent/root"})
+    assert out["failed"] and out["msg"] == (
+        "gpu-doctor: error: --root /nonexistent/root: not a directory"
+    )
+    out = run_module(MODULE, tmp_path, {"nccl_p2p": "maybe"})
+    assert out["failed"] and "nccl_p2p" in out["msg"] and "auto, on, off" in out["msg"], out

@@ -18,7 +18,7 @@ def table_rows(text: str) -> list[list[str]]:
     rows = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if len(cells) == 4 and cells[0].isdigit():
+        if len(cells) == 9 and cells[0].isdigit():
             rows.append(cells)
     return rows
 
@@ -35,7 +35,7 @@ def test_every_row_is_recorded_by_its_groups_module():
     assert set(recorded) == set(faultlib.GROUPS)
     for key, (group, _fault, _expected) in faultlib.ROWS.items():
         assert key in recorded[group], f"{key} is recorded by no case of group {group}"
-    assert len(faultlib.ROWS) == 19
+    assert len(faultlib.ROWS) == 26
 
 
 def test_the_table_is_in_a_fixed_order_whatever_order_the_groups_end_in(tmp_path):
@@ -49,7 +49,7 @@ def test_the_table_is_in_a_fixed_order_whatever_order_the_groups_end_in(tmp_path
         )
     text = faultlib.render_table(tmp_path)
     rows = table_rows(text)
-    assert [r[0] for r in rows] == [str(i) for i in range(1, 20)]
+    assert [r[0] for r in rows] == [str(i) for i in range(1, 27)]
     assert [r[1] for r in rows] == [v[1] for v in faultlib.ROWS.values()]
     assert [r[3] for r in rows] == [f"seen {k}" for k in faultlib.ROWS]
     assert "NOT OBSERVED" not in text
@@ -63,7 +63,39 @@ def test_a_group_that_did_not_run_or_a_case_that_failed_shows_as_not_observed(tm
         json.dumps({"group": "first", "finished": "2026-01-01 00:00 UTC", "rows": first})
     )
     rows = {r[1]: r[3] for r in table_rows(faultlib.render_table(tmp_path))}
-    assert len(rows) == 19
+    assert len(rows) == 26
     assert rows["port open but not answering (requests hang)"].startswith("**NOT OBSERVED**")
     assert rows["node rebooted during the readiness wait"].startswith("**NOT OBSERVED**")
     assert rows["concurrent second deploy"] == "ok"
+
+
+def test_the_request_columns_show_the_traffic_or_a_dash(tmp_path):
+    """Rows with traffic (group `traffic`) show its counts and p99 before / during / after in
+    that order, whatever order the JSON keeps them in; the one-node groups' rows show `-`."""
+    traffic = {
+        "sent": 120, "completed": 119, "failed": 0, "cut": 1, "operation_s": 3.0,
+        "p99_ms": {"after": 44, "before": 40, "during": None},
+    }  # fmt: skip
+    (tmp_path / "traffic.json").write_text(
+        json.dumps(
+            {
+                "group": "traffic",
+                "finished": "2026-01-01 00:00 UTC",
+                "rows": {"oom-killed": {"observed": "restarted", "traffic": traffic}},
+            },
+            sort_keys=True,
+        )
+    )
+    (tmp_path / "first.json").write_text(
+        json.dumps(
+            {
+                "group": "first",
+                "finished": "2026-01-01 00:00 UTC",
+                "rows": {"concurrent-deploy": {"observed": "refused"}},
+            }
+        )
+    )
+    rows = {r[1]: r for r in table_rows(faultlib.render_table(tmp_path))}
+    oom = rows[faultlib.ROWS["oom-killed"][1]]
+    assert oom[3:] == ["restarted", "120", "119", "0", "1", "40 / - / 44"]
+    assert rows["concurrent second deploy"][3:] == ["refused", "-", "-", "-", "-", "-"]

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from specdeploy.node.module_utils.attention import is_mla_backend, mla_backend
 
 from specdeploy.controller import inputs
-from specdeploy.node.attention import is_mla_backend, mla_backend
 from specdeploy.node.patching.patches import Manifest
 
 REPO = Path(__file__).resolve().parents[2]

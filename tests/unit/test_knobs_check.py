@@ -74,7 +74,7 @@ def run_preflight_knobs(tmp_path: Path, hosts: Path) -> subprocess.CompletedProc
     play = tmp_path / "play.yml"
     play.write_text(
         "- hosts: gpu_nodes\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.include_role: {name: preflight, tasks_from: knobs}\n"
+        "    - ansible.builtin.include_role: {name: preflight, tasks_from: inputs}\n"
     )
     env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
@@ -85,8 +85,8 @@ def run_preflight_knobs(tmp_path: Path, hosts: Path) -> subprocess.CompletedProc
 
 
 def test_the_preflight_refuses_a_typo_in_group_vars_before_anything_changes(tmp_path) -> None:
-    """The deploy's preflight (roles/preflight tasks/inputs.yml imports knobs.yml), run by real
-    Ansible: the typo fails every host with one line naming the closest knob."""
+    """The deploy's preflight (roles/preflight tasks/inputs.yml: the action preflight_inputs),
+    run by real Ansible: the typo fails every host with one line naming the closest knob."""
     bad = run_preflight_knobs(
         tmp_path / "bad", inventory(_mk(tmp_path / "bad"), "specdeploy_served_model_nme: m\n")
     )

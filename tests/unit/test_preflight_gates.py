@@ -1,61 +1,62 @@
-"""The preflight's gate check (roles/validation/tasks/preflight.yml), run as the role runs it.
+"""The preflight's gate check (plugins/plugin_utils/preflight.py, run by the action
+specdeploy.toolkit.preflight_inputs), its command run as the action runs it.
 
-The task's own argv expression is rendered with the inventory's values and executed with the
-gates on stdin, as Ansible does: this pins the interface between the role and
+The action's own command line is built with the inventory's values and executed with the gates
+on stdin: this pins the interface between the action and
 `python -m specdeploy.node.validation.gate --validate` (issue 19: bad gates are a one-line error
-naming the
-key, before anything on a node changes).
+naming the key, before anything on a node changes), and the one-line refusal the deploy shows.
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-import jinja2
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ROOT / "roles" / "validation" / "tasks" / "preflight.yml"
+sys.path.insert(0, str(ROOT / "collections"))  # the collection's package path, as Ansible loads it
 
-
-def gate_task() -> dict:
-    tasks = yaml.safe_load(TASKS.read_text())
-    (task,) = [t for t in tasks if "specdeploy.node.validation.gate" in str(t)]
-    return task
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import (  # noqa: E402 (path above)
+    preflight as rules,
+)
 
 
 def preflight(gates: dict, k: int = 3, levels=(1, 8, 32), speculative: bool = True):
-    """(exit code, the message the role's assert shows) for these inventory values."""
-    command = gate_task()["specdeploy.toolkit.controller_check"]
-    argv = ast.literal_eval(
-        jinja2.Environment()
-        .from_string(command["argv"])
-        .render(
-            ansible_playbook_python=sys.executable,
-            validation_concurrency=list(levels),
-            # the config the node serves (roles/specdeploy/vars: the knob with a resolved schedule)
-            specdeploy_speculative_config_served={"num_speculative_tokens": k},
-            specdeploy_speculative_enabled=speculative,
-        )
-    )
+    """(exit code, the refusal the deploy shows, stderr lines) for these inventory values."""
+    knobs = {
+        "ansible_playbook_python": sys.executable,
+        "validation_concurrency": list(levels),
+        "specdeploy_speculative_enabled": speculative,
+        "specdeploy_release_gates": gates,
+    }
+    # the config the node serves (roles/specdeploy/vars: the knob with a resolved schedule)
+    command = rules.gates_command(knobs, {"num_speculative_tokens": k})
     proc = subprocess.run(
-        argv, input=json.dumps(gates), capture_output=True, text=True, cwd=ROOT, timeout=60
+        command.argv, input=command.stdin, capture_output=True, text=True, cwd=ROOT, timeout=60
     )
+    answer = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+    errors = rules.gates_verdict(answer, "node1").errors
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    message = re.sub(r"^gates /dev/stdin: ", "", lines[-1]) if lines else ""
-    return proc.returncode, message, lines
+    return proc.returncode, errors[0] if errors else "", lines
 
 
-def test_the_task_calls_the_gate_validator_with_the_gates_on_stdin():
-    command = gate_task()["specdeploy.toolkit.controller_check"]
-    assert "'--validate', '/dev/stdin'" in command["argv"]
-    assert command["stdin"] == "{{ specdeploy_release_gates | to_json }}"
+def test_the_command_calls_the_gate_validator_with_the_gates_on_stdin():
+    command = rules.gates_command(
+        {"ansible_playbook_python": "python3", "validation_concurrency": [1, 8],
+         "specdeploy_speculative_enabled": True, "specdeploy_release_gates": {"min_speed_up": 1}},
+        {"num_speculative_tokens": 4},
+    )  # fmt: skip
+    assert command.argv[1:5] == [
+        "-m",
+        "specdeploy.node.validation.gate",
+        "--validate",
+        "/dev/stdin",
+    ]
+    assert command.argv[-4:] == ["--levels", "1,8", "--num-speculative-tokens", "4"]
+    assert json.loads(command.stdin) == {"min_speed_up": 1}
 
 
 def test_the_default_gates_pass():
@@ -79,6 +80,7 @@ def test_the_default_gates_pass():
 def test_bad_gates_are_one_line_errors_naming_the_key(gates, names):
     code, message, lines = preflight(gates)
     assert code == 2 and len(lines) == 1, lines
+    assert message.startswith("specdeploy_gates on node1: ") and "\n" not in message
     for name in names:
         assert name in message, message
 

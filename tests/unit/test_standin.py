@@ -10,6 +10,7 @@ TRITON_MLA + non-MLA drafter failure) and its /metrics built from the real recor
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -676,6 +677,18 @@ def test_the_stand_in_reads_speculative_config_keys_as_the_preflight_does(tmp_pa
     assert "draft_model_config\n  Extra inputs are not permitted" in log
 
 
+def _wait_running(base_url: str, count: int, timeout_s: float = 20.0) -> None:
+    """Until the server's vllm:num_requests_running gauge reads at least count."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = get(base_url + "/metrics")[1].decode()
+        gauge = re.search(r"^vllm:num_requests_running\{[^}]*\} ([\d.]+)$", text, re.M)
+        if gauge and float(gauge.group(1)) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {count} running request(s) within {timeout_s} s")
+
+
 def _complete(base_url: str, max_tokens: int) -> tuple[int, dict]:
     body = {"model": "tiny-dsv3", "prompt": "drain me", "max_tokens": max_tokens}
     req = urllib.request.Request(
@@ -706,7 +719,9 @@ def test_sigterm_drains_in_flight_requests_only_with_a_shutdown_timeout(timeout_
     ) as s:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             running = pool.submit(_complete, s.base_url, 200)
-            time.sleep(0.5)
+            # SIGTERM only once the request runs (a fixed sleep lost the race on a loaded
+            # machine: the request then found the server gone, which is not what is tested)
+            _wait_running(s.base_url, 1)
             assert s.proc is not None
             s.proc.terminate()
             time.sleep(0.2)

@@ -111,7 +111,16 @@ def spec_of(node: dict) -> dict:
 
 def test_a_node_as_the_deploy_leaves_it_is_steady_and_its_smoke_passed(node):
     result = steady.check(spec_of(node))
-    assert result == {"steady": True, "drifts": [], "smoke": {"ok": True, "message": "passed"}}
+    assert result == {"steady": True, "drifts": [], "smoke": {"ok": True, "message": "passed"},
+                      "left_drained": False}  # fmt: skip
+
+
+def test_a_drain_that_a_stopped_run_left_is_reported(node):
+    """drain.yml's note under the root: a steady node still is steady, and says it was left
+    out of rotation (the deploy then puts it back)."""
+    (Path(spec_of(node)["root"]) / steady.OUT_OF_ROTATION).write_text("{}\n")
+    result = steady.check(spec_of(node))
+    assert result["steady"] is True and result["left_drained"] is True
 
 
 def _edit_unit(node):

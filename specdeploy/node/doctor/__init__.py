@@ -3,6 +3,11 @@
 Read-only, standard library only (it runs on the node, as root for the PCI config space).
 Modelled on DeepOps' validation doctor: one line per check, each failure with its fix.
 
+The checks live once, in the collection's module_utils (plugins/module_utils/doctor/, imported
+here as specdeploy.node.module_utils.doctor); the module specdeploy.toolkit.gpu_doctor runs
+the same code (the gpu_node role's preflight: one round trip per node). This package is the
+command line and the names tests and tools import:
+
     python -m specdeploy.node.doctor --expected-gpus 8 --vllm-version 0.16.0 \
         --free-disk /opt/specdeploy=25 --model-dir /srv/models/Kimi-K2.5 [--json]
 
@@ -23,10 +28,10 @@ Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 usage e
 
 from __future__ import annotations
 
-from specdeploy.node.attention import mla_backend
-from specdeploy.node.doctor.cli import build_parser, main, run
-from specdeploy.node.doctor.derive import derive
-from specdeploy.node.doctor.model import (
+from specdeploy.node.doctor.cli import build_parser, main
+from specdeploy.node.module_utils.attention import mla_backend
+from specdeploy.node.module_utils.doctor.derive import derive
+from specdeploy.node.module_utils.doctor.model import (
     Check,
     Gpu,
     Options,
@@ -35,13 +40,14 @@ from specdeploy.node.doctor.model import (
     normalize_bdf,
     render_text,
 )
-from specdeploy.node.doctor.parse import (
+from specdeploy.node.module_utils.doctor.parse import (
     acs_control,
     min_driver_for,
     parse_xids,
     version_at_least,
     version_tuple,
 )
+from specdeploy.node.module_utils.doctor.runner import run
 
 __all__ = [
     "Check",

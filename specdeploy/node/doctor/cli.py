@@ -1,52 +1,16 @@
-"""Running every check and the command line (gpu-doctor, python -m specdeploy.node.doctor)."""
+"""The doctor's command line (gpu-doctor, python -m specdeploy.node.doctor): its argument parser
+and output. The checks are the collection's module_utils doctor package (here
+specdeploy.node.module_utils.doctor; the module specdeploy.toolkit.gpu_doctor runs the same
+code)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from specdeploy.node.doctor.checks_gpu import (
-    check_count,
-    check_driver,
-    check_ecc,
-    check_gpus,
-    check_kernel_modules,
-    check_model,
-    check_persistence,
-    check_processes,
-    check_xid,
-)
-from specdeploy.node.doctor.checks_host import check_disk, check_models, check_shm
-from specdeploy.node.doctor.checks_pcie import check_pcie
-from specdeploy.node.doctor.derive import derive
-from specdeploy.node.doctor.model import PASS, Options, Report, UsageError, render_text
-from specdeploy.node.doctor.parse import version_tuple
-from specdeploy.node.doctor.probe import Probe
-
-
-def run(options: Options) -> Report:
-    if not Path(options.root).is_dir():
-        raise UsageError(f"--root {options.root}: not a directory")
-    probe = Probe(options)
-    report = Report()
-    gpus, apps = check_gpus(report, probe)
-    if gpus or report.checks[-1].status == PASS:
-        check_count(report, probe, gpus)
-        check_model(report, probe, gpus)
-        check_driver(report, probe, gpus)
-        check_kernel_modules(report, probe, gpus)
-        check_persistence(report, gpus)
-        check_processes(report, probe, gpus, apps)
-        check_ecc(report, probe, gpus)
-    p2p = check_pcie(report, probe, gpus) if gpus else None
-    check_xid(report, probe, gpus)
-    check_shm(report, probe)
-    check_disk(report, probe)
-    check_models(report, probe)
-    derive(report, options, gpus, p2p)
-    return report
+from specdeploy.node.module_utils.doctor.model import Options, UsageError, render_text
+from specdeploy.node.module_utils.doctor.runner import run
 
 
 def parse_free_disk(value: str) -> tuple[str, float]:
@@ -68,7 +32,9 @@ def parse_model_dir(value: str) -> tuple[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="gpu-doctor", description=__doc__.split("\n")[0] if __doc__ else None
+        prog="gpu-doctor",
+        description="Hardware preflight of a GPU node (read-only): one line per check, each "
+        "failure with its fix.",
     )
     p.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     p.add_argument("--expected-gpus", type=int, default=8)
@@ -119,9 +85,6 @@ def main(argv: list[str] | None = None) -> int:
         **{name: getattr(args, name) for name in _SAME_NAMED_OPTIONS},
     )
     try:
-        for text in (options.min_driver, options.vllm_version):
-            if text:
-                version_tuple(text)
         report = run(options)
     except (UsageError, ValueError) as error:
         print(f"gpu-doctor: error: {error}", file=sys.stderr)

@@ -2,10 +2,11 @@
 
 The stdlib-only code shared by the collection's modules and the node package lives once, in
 ``plugins/module_utils/`` (the file deploy lock, the release ledger, the steady-node check,
-atomic writes, the safetensors header). A module imports it as
+the hardware doctor's checks (the package ``doctor``), atomic writes, the safetensors header,
+vLLM's version strings and MLA backends). A module imports it as
 ``ansible_collections.specdeploy.toolkit.plugins.module_utils.<name>`` and Ansible ships it
 with the module; the node package imports it as ``specdeploy.node.module_utils.<name>``. In the
-source tree this package's path is that directory; in a release (and in the doctor's zipapp)
+source tree this package's path is that directory; in a release (and in a node_zipapp file)
 the files are packed here, under ``specdeploy/node/module_utils/``
 (``specdeploy.controller.toolkit_archive.node_files``). Between themselves they import
 relatively, which works both ways.

@@ -35,6 +35,7 @@ from typing import Any
 
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
+from specdeploy.node.module_utils.versions import version_key
 from specdeploy.node.patching import patch_verify
 from specdeploy.node.patching.series import (  # noqa: F401  (re-exported: the patcher's API)
     MANIFEST_ENV,
@@ -55,7 +56,6 @@ from specdeploy.node.patching.series import (  # noqa: F401  (re-exported: the p
     sha256_bytes,
     sha256_file,
 )
-from specdeploy.node.versions import version_key
 
 
 def _drop_pycache(path: Path) -> None:

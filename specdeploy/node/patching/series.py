@@ -19,7 +19,7 @@ import yaml
 
 from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import sha256_file as streamed_sha256
-from specdeploy.node.versions import public_version, version_key
+from specdeploy.node.module_utils.versions import public_version, version_key
 
 MANIFEST_ENV = "SPECDEPLOY_PATCH_MANIFEST"
 STATE_FILE = "specdeploy-state.json"

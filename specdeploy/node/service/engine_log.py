@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from specdeploy.node import cli
-from specdeploy.node.attention import is_mla_backend
 from specdeploy.node.cli import reason, usage_error
+from specdeploy.node.module_utils.attention import is_mla_backend
 
 _PREFIX = r"(?:\((?P<proc>[A-Za-z_]+)(?: pid=(?P<pid>\d+))?\)\s+)?"
 _AUTO_RE = re.compile(

@@ -1,8 +1,10 @@
 """Fixtures of the fault-injection suite: one sandbox node per group (pytest session).
 
 `node` (module scope): the group's Player on node1 of the session's own sandbox instance, the
-test models staged, the suite's release root wiped (unless SPECDEPLOY_FAULTS_REUSE=1). When the
-module ends it writes the group's rows and renders docs/faults.md (faultlib.finish_group).
+test models staged, the suite's release root wiped (unless SPECDEPLOY_FAULTS_REUSE=1). A module
+with NODES = n gets n nodes (the Player's `on(i)` views node i) and with PORT its servers on that
+port (the traffic group: the sandbox balancer's backend port). When the module ends it writes
+the group's rows and renders docs/faults.md (faultlib.finish_group).
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def node(sandbox, tmp_path_factory, request):
     group = request.module.GROUP
     assert group in faultlib.GROUPS, group
-    cluster = sandbox(1)
-    player = faultlib.Player(cluster, tmp_path_factory.mktemp(f"faults-{group}"))
+    cluster = sandbox(getattr(request.module, "NODES", 1))
+    player = faultlib.Player(
+        cluster,
+        tmp_path_factory.mktemp(f"faults-{group}"),
+        port=getattr(request.module, "PORT", faultlib.PORT),
+    )
+    nodes = [player.on(i) for i in range(len(cluster.nodes))]
     stage = subprocess.run(
         [
             str(faultlib.REPO / ".venv/bin/ansible-playbook"),
@@ -52,14 +59,18 @@ def node(sandbox, tmp_path_factory, request):
     if faultlib.REUSE:  # development only: continue on the node a previous run left
         player.provisioned = True
     else:
-        player.sh(
-            f"sudo -n systemctl disable --now {faultlib.SERVICE} 2>&1; "
-            f"sudo -n rm -rf {faultlib.ROOT} {faultlib.CACHE} {faultlib.UNIT}; "
-            "sudo -n systemctl daemon-reload; true"
-        )
+        for each in nodes:
+            each.sh(
+                f"sudo -n systemctl disable --now {faultlib.SERVICE} 2>&1; "
+                f"sudo -n rm -rf {faultlib.ROOT} {faultlib.CACHE} {faultlib.UNIT}; "
+                "sudo -n systemctl daemon-reload; true"
+            )
     yield player
     faultlib.finish_group(group, dict(OUTCOMES))
-    player.sh(f"sudo -n systemctl disable --now {faultlib.SERVICE} 2>/dev/null; true", check=False)
+    for each in nodes:
+        each.sh(
+            f"sudo -n systemctl disable --now {faultlib.SERVICE} 2>/dev/null; true", check=False
+        )
 
 
 class Ids(dict):

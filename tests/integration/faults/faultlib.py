@@ -24,6 +24,7 @@ group to end writes the whole table). A fault whose case did not pass is shown a
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import os
@@ -141,11 +142,57 @@ ROWS: dict[str, tuple[str, str, str]] = {
         "`make rollback TO=<failed or half-built release>` and `TO=<unknown id>`",
         "refuse, saying why (failed: with its reason; unknown: the known ids); nothing changed",
     ),
+    # Group `traffic` (issue 28 item 4): two nodes behind the sandbox HAProxy, two client
+    # threads streaming chat requests through it before, during and after each fault.
+    "balancer-api-unreachable": (
+        "traffic",
+        "the balancer's runtime API unreachable (HAProxy's socket moved away; HAProxy serves)",
+        "the preflight refuses before anything changes; traffic unaffected (0 failed, 0 cut)",
+    ),
+    "clock-off": (
+        "traffic",
+        "the clock of a node 10 minutes off",
+        "not injectable truthfully on a sandbox node (see observed); the lock's age is read on "
+        "the node's own clock",
+    ),
+    "second-operator": (
+        "traffic",
+        "a second operator starts a deploy on the same fleet while one runs",
+        "refused by the canary's deploy lock naming the holder; the first deploy goes on and "
+        "converges; 0 failed, 0 cut",
+    ),
+    "oom-killed": (
+        "traffic",
+        "the server OOM-killed after readiness (SIGKILL of its main process, the OOM killer's "
+        "signal; a sandbox node's cgroups are read-only, so no real OOM)",
+        "HAProxy's health check takes the node out; systemd restarts it (Restart=on-failure, "
+        "30 s); back in rotation on the same release; 0 failed; only streams running on it cut",
+    ),
+    "compile-cache-full": (
+        "traffic",
+        "the compile-cache filesystem full (a full 1 MB tmpfs at <cache>/compile)",
+        "the canary's build fails with ENOSPC before its switch; the rollout stops; both nodes "
+        "serve the old release, in rotation; 0 failed, 0 cut",
+    ),
+    "controller-killed": (
+        "traffic",
+        "the controller killed (SIGKILL of ansible-playbook) mid-stage, then the deploy re-run",
+        "the killed stage's node keeps serving or stays drained (never cut); the re-run breaks "
+        "the stale lock and converges, both in rotation; 0 failed, 0 cut",
+    ),
+    "node-rebooted": (
+        "traffic",
+        "a node rebooted mid-deploy (the canary, its new server up, out of rotation for its "
+        "checks), then the deploy re-run",
+        "the run stops (host unreachable), the other node is not touched; the canary boots, "
+        "stays out of rotation; the re-run converges, both in rotation; 0 failed, 0 cut",
+    ),
 }
 GROUPS = {
     "first": "the first deploy fails; base release; concurrent deploy; readiness faults",
     "gates": "crash, gates and the speculation-off policy; rollback by id; a node reboot",
     "build": "build faults (patch drift, disk full), input faults, dropped SSH, rollbacks",
+    "traffic": "two nodes behind HAProxy with client traffic through it during each fault",
 }
 
 
@@ -244,9 +291,10 @@ def parse_report(stdout: str) -> dict | None:
 
 
 class Player:
-    def __init__(self, cluster, workdir: Path) -> None:
+    def __init__(self, cluster, workdir: Path, port: int = PORT) -> None:
         self.cluster = cluster
         self.node = cluster.nodes[0]
+        self.port = port
         self.inventory = Path(cluster.inventory).parent
         self.workdir = workdir
         self.reports = workdir / "reports"
@@ -255,7 +303,7 @@ class Player:
             "specdeploy_root": ROOT,
             "specdeploy_cache_dir": CACHE,
             "specdeploy_service_name": SERVICE,
-            "specdeploy_port": PORT,
+            "specdeploy_port": port,
             "specdeploy_keep_releases": 6,
             "specdeploy_start_timeout_s": START_TIMEOUT_S,
             "specdeploy_readiness_poll_s": 2,
@@ -352,6 +400,12 @@ class Player:
         assert run.report is not None, proc.stdout[-2000:] + proc.stderr[-2000:]
         return run
 
+    def on(self, index: int) -> Player:
+        """The same player, its node views (sh, serves, snapshot ...) on node `index`."""
+        other = copy.copy(self)
+        other.node = self.cluster.nodes[index]
+        return other
+
     # ------------------------------------------------------------ the node
 
     def sh(self, command: str, check: bool = True, timeout: float = 120) -> str:
@@ -386,7 +440,7 @@ class Player:
 
     def answers(self) -> str:
         """Ask the server over HTTP from the controller: the model list and a completion."""
-        base = f"http://{self.node.address}:{PORT}"
+        base = f"http://{self.node.address}:{self.port}"
         with urllib.request.urlopen(f"{base}/v1/models", timeout=10) as response:
             models = json.loads(response.read())
         body = json.dumps(
@@ -503,8 +557,11 @@ def probes_of(run: Run) -> int:
     return int(found.group(1))
 
 
-def record(key: str, run: Run | None, serving: str, lost: str, **extra: str) -> None:
-    """One row of the table, after the case's assertions passed."""
+def record(
+    key: str, run: Run | None, serving: str, lost: str, traffic: dict | None = None, **extra: str
+) -> None:
+    """One row of the table, after the case's assertions passed. `traffic`: the requests sent
+    through the balancer during the case (livetraffic.summarize), for the request columns."""
     assert key in ROWS, key
     observed = []
     if run is not None:
@@ -516,6 +573,10 @@ def record(key: str, run: Run | None, serving: str, lost: str, **extra: str) -> 
     observed.append(serving)
     observed.append(lost)
     RECORDED[key] = {"observed": "; ".join(observed).replace("|", "/")}
+    if traffic is not None:
+        RECORDED[key]["traffic"] = {
+            k: traffic[k] for k in ("sent", "completed", "failed", "cut", "p99_ms", "operation_s")
+        }
 
 
 # ---------------------------------------------------------------- the table
@@ -569,19 +630,37 @@ def render_table(results: Path = RESULTS) -> str:
         "injected on the node; *observed* is what the run printed and what the suite then "
         f"found on the node. Last runs: {runs}.",
         "",
-        "| # | fault | expected | observed |",
-        "|---|---|---|---|",
+        "Request columns (group `traffic`: two nodes behind the sandbox's HAProxy, two client "
+        "threads streaming chat requests through it before, during and after the fault; "
+        "`-` for the one-node groups, which run no traffic): requests *sent*, *completed*, "
+        "*failed* (refused before the answer began) and *cut* (the stream ended without "
+        "`[DONE]`), and the p99 latency of the completed ones before / during / after the "
+        "fault (ms; the stand-in on a loaded CI machine, not a GPU figure).",
+        "",
+        "| # | fault | expected | observed | sent | completed | failed | cut "
+        "| p99 before / during / after (ms) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for number, (key, (group, fault, expected)) in enumerate(ROWS.items(), 1):
         row = groups.get(group, {}).get("rows", {}).get(key)
+        requests = "| - | - | - | - | - |"
         if row:
             observed = row["observed"]
+            if row.get("traffic"):
+                t = row["traffic"]
+                p99 = " / ".join(
+                    "-" if t["p99_ms"].get(k) is None else str(t["p99_ms"][k])
+                    for k in ("before", "during", "after")
+                )
+                requests = (
+                    f"| {t['sent']} | {t['completed']} | {t['failed']} | {t['cut']} | {p99} |"
+                )
         else:
             observed = (
                 f"**NOT OBSERVED** in the last run of group `{group}` (its case failed or did "
                 f"not run; see build/test-logs/test_faults_{group}.log)"
             )
-        lines.append(f"| {number} | {fault} | {expected} | {observed} |")
+        lines.append(f"| {number} | {fault} | {expected} | {observed} {requests}")
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from specdeploy.node.doctor.model import (
+from .model import (
     ACS_CTRL_BITS,
     ACS_P2P_BLOCKING,
     FAIL,
@@ -17,8 +17,8 @@ from specdeploy.node.doctor.model import (
     Gpu,
     Report,
 )
-from specdeploy.node.doctor.parse import acs_control, kernel_cmdline_flags
-from specdeploy.node.doctor.probe import Probe
+from .parse import acs_control, kernel_cmdline_flags
+from .probe import Probe
 
 
 def nvidia_pci_devices(probe: Probe) -> list[str]:

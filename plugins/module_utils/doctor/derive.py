@@ -3,8 +3,8 @@ capability, and the NCCL settings and server flags from the PCIe topology."""
 
 from __future__ import annotations
 
-from specdeploy.node.attention import mla_backend
-from specdeploy.node.doctor.model import Gpu, Options, Report
+from ..attention import mla_backend
+from .model import Gpu, Options, Report
 
 
 def derive(report: Report, options: Options, gpus: list[Gpu], p2p_clear: bool | None) -> None:

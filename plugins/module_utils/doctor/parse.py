@@ -7,7 +7,8 @@ import re
 import struct
 from collections.abc import Iterable
 
-from specdeploy.node.doctor.model import (
+from ..versions import public_version
+from .model import (
     ACS_CAP_ID,
     ACS_CTRL_BITS,
     DRIVER_MINIMUMS,
@@ -15,7 +16,6 @@ from specdeploy.node.doctor.model import (
     Gpu,
     normalize_bdf,
 )
-from specdeploy.node.versions import public_version
 
 XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),?\s*(.*)")
 
@@ -170,6 +170,6 @@ def acs_flags(control: int) -> str:
 def kernel_cmdline_flags(cmdline: str) -> dict[str, str]:
     flags: dict[str, str] = {}
     for token in cmdline.split():
-        key, _, value = token.partition("=")
+        key, _sep, value = token.partition("=")
         flags[key] = value
     return flags

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from specdeploy.node.doctor.model import Options
+from .model import Options
 
 
 class Probe:
@@ -24,7 +24,11 @@ class Probe:
 
     def smi(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [self.options.nvidia_smi, *args], capture_output=True, text=True, timeout=60
+            [self.options.nvidia_smi, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
     def read_text(self, absolute: str) -> str | None:
@@ -48,7 +52,9 @@ class Probe:
             if shutil.which(command[0]) is None:
                 continue
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+                result = subprocess.run(
+                    command, capture_output=True, text=True, timeout=60, check=False
+                )
                 if result.returncode == 0:
                     return result.stdout.splitlines(), " ".join(command[:2])
         return None, "neither `journalctl -k` nor `dmesg` could be read"

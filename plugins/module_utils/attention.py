@@ -7,7 +7,9 @@ wins), and which names are MLA-only: forced with ``--attention-backend``, vLLM a
 backend to the EAGLE-3 drafter too, and a llama-style (non-MLA) drafter then fails at load with
 "non-MLA not supported" (measured on vLLM 0.20.2).
 
-Runs on the node and the controller: stdlib only.
+Runs on the node and the controller: stdlib only. The collection's module_utils (shipped with
+the gpu_doctor module); the node package and the controller import it as
+specdeploy.node.module_utils.attention.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """vLLM version strings, read one way by every tool (patcher, drafter check, manifest lookup,
 input checks, hardware doctor). Stdlib only: the doctor runs on a node before any release.
+The collection's module_utils (shipped with the gpu_doctor module); the node package and the
+controller import it as specdeploy.node.module_utils.versions.
 
 A local label (``0.16.0+cu129``, as vLLM's own wheel index names CUDA builds) marks a build,
 not a release (PEP 440): it is the release ``0.16.0`` for the manifest, the patch series and

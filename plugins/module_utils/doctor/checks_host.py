@@ -7,9 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from specdeploy.node.doctor.model import FAIL, PASS, Report
-from specdeploy.node.doctor.probe import Probe
-from specdeploy.node.module_utils.specdeploy_fsio import sha256_file
+from ..specdeploy_fsio import sha256_file
+from .model import FAIL, PASS, Report
+from .probe import Probe
 
 
 def check_shm(report: Report, probe: Probe) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from dataclasses import asdict
 
-from specdeploy.node.doctor.checks_pcie import nvidia_pci_devices
-from specdeploy.node.doctor.model import (
+from .checks_pcie import nvidia_pci_devices
+from .model import (
     BLACKWELL_MIN_DRIVER,
     FAIL,
     PASS,
@@ -17,7 +17,7 @@ from specdeploy.node.doctor.model import (
     Gpu,
     Report,
 )
-from specdeploy.node.doctor.parse import (
+from .parse import (
     APP_FIELDS,
     ECC_FIELDS,
     GPU_FIELDS,
@@ -30,7 +30,7 @@ from specdeploy.node.doctor.parse import (
     to_int,
     version_at_least,
 )
-from specdeploy.node.doctor.probe import Probe
+from .probe import Probe
 
 
 def fix_driver(version: str) -> str:

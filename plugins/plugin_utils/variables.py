@@ -1,0 +1,29 @@
+"""Reading a host's variables in an action plugin, templated, as a task's Jinja would."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError
+
+UNSET = object()
+
+
+def resolve(templar, name: str, local_variables: dict | None = None):
+    """The variable's value, templated, or UNSET when it is not defined. local_variables are
+    seen by the templates the value refers to as well (a task's ``vars:``)."""
+    if local_variables:
+        variables = dict(templar.available_variables) | local_variables
+        templar = templar.copy_with_new_env(available_variables=variables)
+    try:
+        return templar.resolve_variable_expression(name)
+    except AnsibleError:
+        return UNSET
+
+
+def resolve_all(templar, names) -> dict:
+    """name -> value for the names that are defined."""
+    values = {}
+    for name in names:
+        value = resolve(templar, name)
+        if value is not UNSET:
+            values[name] = value
+    return values

@@ -1,0 +1,450 @@
+"""Fault group `traffic` (issue 28 item 4): faults on a fleet of two nodes behind the sandbox's
+HAProxy, with client traffic through the balancer during each fault.
+
+Both nodes serve the group's base release A (port 8000, the balancer's backend port); two client
+threads (tests/integration/livetraffic.py) stream chat requests through the balancer before,
+during and after each fault, and the row records what they saw (sent / completed / failed / cut,
+p99 before / during / after) next to what the operator sees (exit code, message) and what the
+suite then finds on the nodes (which release each serves, in rotation or drained, nothing
+lost). The faults share releases: B is deployed once (under the second operator's attempt) and
+serves for the faults after it; C is the release the compile-cache and controller faults try.
+See faultlib for the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.request
+
+import livetraffic
+import pytest
+from faultlib import (
+    CACHE,
+    LOCKS,
+    REPO,
+    SERVICE,
+    Player,
+    first_release_of,
+    init_started,
+    profile,
+    record,
+    wait_until,
+)
+from test_live_traffic import rotation, wait_in_rotation
+from testbed.sandbox import balancer
+
+GROUP = "traffic"
+NODES = 2
+PORT = balancer.API_PORT  # the balancer's backend port
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+B = {"specdeploy_standin_profile": profile("pass", max_request_s=9.6)}
+# C changes the speculative config (4 tokens, not 3): a new code fingerprint, so a new compile
+# cache directory to prepare (A and B share one).
+C = {
+    "specdeploy_standin_profile": profile("pass", max_request_s=9.4),
+    "specdeploy_speculative_config": {"method": "eagle3", "num_speculative_tokens": 4},
+}
+QUIET_S = 4  # traffic before and after each fault: the baseline p99 and the recovery
+WORKERS = 2  # client threads (livetraffic.Traffic's default)
+
+
+@pytest.fixture(scope="module")
+def hosts(node) -> list[str]:
+    return [n.hostname for n in node.cluster.nodes]
+
+
+def under_traffic(operation, model: str):
+    """Run the operation with traffic through the balancer before, during and after it."""
+    traffic = livetraffic.Traffic(balancer.frontend_url(), model, workers=WORKERS).start()
+    time.sleep(QUIET_S)
+    began = time.monotonic()
+    try:
+        result = operation()
+    finally:
+        ended = time.monotonic()
+        time.sleep(QUIET_S)
+        traffic.stop()
+    return result, livetraffic.summarize(traffic.outcomes, began, ended)
+
+
+def fleet(node: Player, hosts: list[str], ids: dict) -> str:
+    """Each node: the release `current` names (by role where known), in rotation or not."""
+    names = {v: k for k, v in ids.items() if k != "model"}
+    states = rotation(hosts)
+    out = []
+    for i, host in enumerate(hosts):
+        current = node.on(i).current()
+        role = f"{names[current]}=" if current in names else ""
+        out.append(f"{host}: {role}{current}, {states.get(host, '?')}")
+    return "; ".join(out)
+
+
+def no_request_lost(summary: dict) -> None:
+    assert summary["sent_during"] >= 5, summary
+    assert summary["failed"] == 0 and summary["cut"] == 0, summary["problems"]
+    assert summary["completed"] == summary["sent"], summary
+
+
+def test_base_release_serves_on_both_nodes(node, ids, hosts):
+    run = node()
+    assert run.rc == 0, run.message
+    ids["A"] = first_release_of(run)
+    for i in range(NODES):
+        node.on(i).serves(ids["A"])
+    assert wait_in_rotation(hosts) == dict.fromkeys(hosts, "in rotation")
+    with urllib.request.urlopen(f"{balancer.frontend_url()}/v1/models", timeout=30) as r:
+        ids["model"] = json.loads(r.read())["data"][0]["id"]
+
+
+def test_balancer_runtime_api_unreachable_is_refused_by_the_preflight(node, ids, hosts):
+    """HAProxy serves on, but its runtime API socket is not where the inventory says (moved
+    away, as a restart with another `stats socket` path or a removed file leaves it)."""
+    sock = balancer.socket_path()
+    away = sock.with_name(sock.name + ".away")
+    before = [node.on(i).snapshot() for i in range(NODES)]
+
+    def deploy_without_the_api():
+        os.rename(sock, away)
+        try:
+            return node(extra=B)
+        finally:
+            os.rename(away, sock)
+
+    run, summary = under_traffic(deploy_without_the_api, ids["model"])
+    state = fleet(node, hosts, ids)
+    assert run.rc == 2, run.message
+    assert str(sock) in run.message, run.message
+    assert "Nothing changed" in run.message, run.message
+    assert not run.ran("deploy lock")  # stopped in the first play, before any lock
+    lost = []
+    for i in range(NODES):
+        assert node.on(i).snapshot()["releases"] == before[i]["releases"]
+        node.on(i).serves(ids["A"])
+        lost.append(node.on(i).nothing_lost(before[i]))
+    assert rotation(hosts) == dict.fromkeys(hosts, "in rotation")
+    no_request_lost(summary)
+    record(
+        "balancer-api-unreachable",
+        run,
+        state,
+        f"on each node: {lost[0]}",
+        traffic=summary,
+    )
+
+
+CAP_SYS_TIME = 25
+
+
+def test_the_clock_of_a_node_cannot_be_set_off_in_the_sandbox(node, hosts):
+    """Not injected: say why, from the nodes themselves. A sandbox node is a systemd-nspawn
+    container on the controller's kernel: CLOCK_REALTIME is one per kernel (Linux time
+    namespaces offset CLOCK_MONOTONIC and CLOCK_BOOTTIME only), the container may not set it
+    (no CAP_SYS_TIME), and setting it from the host would move every node's and the
+    controller's clock together. libfaketime is not installed, and would only fake the
+    processes it is preloaded into, not file mtimes (the bytecode staleness check) nor systemd.
+    This case checks those premises, so the row turns into a failure the day they change."""
+    skews = []
+    for i in range(NODES):
+        out = node.on(i).sh("date +%s.%N; grep CapBnd /proc/1/status").split()
+        skews.append(abs(float(out[0]) - time.time()))
+        bounding = int(out[-1], 16)
+        assert not bounding & (1 << CAP_SYS_TIME), f"{hosts[i]} may set the clock: {out}"
+    assert max(skews) < 2.0, skews
+    # the deploy lock's age: taken_at_epoch and `now` both from the clock where it runs (the node)
+    lock = (REPO / "plugins/module_utils/deploy_lock.py").read_text()
+    assert '"taken_at_epoch": now' in lock and "now = time.time() if now is None" in lock
+    record(
+        "clock-off",
+        None,
+        "**NOT INJECTED**: the nodes are systemd-nspawn containers on the controller's kernel, "
+        f"one CLOCK_REALTIME for all (measured node-controller skew <= {max(skews) * 1000:.0f} "
+        "ms); their PID 1 lacks CAP_SYS_TIME; time namespaces cannot offset the real-time "
+        "clock; libfaketime is not installed and would not move file mtimes nor systemd",
+        "what the toolkit reads of a node's clock: the deploy lock's age (written and read on "
+        "the node's own clock, so a node-controller skew does not change it) and the pyc "
+        "headers against source mtimes (both the node's clock); needs a VM or a real node",
+    )
+
+
+def test_a_second_operator_is_refused_while_a_deploy_runs(node, ids, hosts):
+    before = [node.on(i).snapshot() for i in range(NODES)]
+    canary = node.on(0)
+
+    def two_operators():
+        first = node.start(extra=B)
+        second = None
+        try:
+            deadline = time.monotonic() + 600
+            while not canary.sh(f"test -e {LOCKS}/.deploy.lock && echo held || true").strip():
+                if first.poll() is not None:
+                    break
+                assert time.monotonic() < deadline, "the first deploy never took the lock"
+                time.sleep(0.5)
+            else:
+                second = node(extra=B)
+        finally:  # the first run always ends here
+            run = node.finish(first)
+        assert second is not None, f"the first deploy ended before it took the lock: {run.message}"
+        return first.pid, second, run
+
+    (pid, second, run), summary = under_traffic(two_operators, ids["model"])
+    assert second.rc == 2, second.message
+    assert "REFUSED: another run holds the deploy lock" in second.message, second.message
+    assert f"ansible-playbook pid {pid}" in second.message
+    assert not second.ran("Build the release")
+    assert all(f"{h}: out of rotation" not in second.stdout for h in hosts)
+    assert run.rc == 0, run.message
+    ids["B"] = first_release_of(run)
+    assert ids["B"] != ids["A"]
+    state = fleet(node, hosts, ids)
+    for i, host in enumerate(hosts):
+        node.on(i).serves(ids["B"])
+        assert f"{host}: out of rotation (HAProxy vllm/{host} state drain" in run.stdout
+        assert f"{host}: back in rotation (HAProxy vllm/{host} state ready)" in run.stdout
+    assert wait_in_rotation(hosts, 10) == dict.fromkeys(hosts, "in rotation")
+    lost = [node.on(i).nothing_lost(before[i], run) for i in range(NODES)]
+    no_request_lost(summary)
+    record(
+        "second-operator",
+        second,
+        f"the first deploy (pid {pid}) went on: exit {run.rc} after {run.seconds:.0f} s, "
+        f"canary then the other node, each drained and back; {state}",
+        f"on each node: {lost[0]}",
+        traffic=summary,
+    )
+
+
+def test_the_server_oom_killed_after_readiness(node, ids, hosts):
+    """The second node's server, serving B in rotation, gets what the kernel's OOM killer sends:
+    SIGKILL to its main process. (A real OOM kill cannot be provoked on a sandbox node: its
+    cgroup hierarchy is v1 and read-only, so no MemoryMax can be set below the server's use;
+    systemd would say Result=oom-kill on a real node, here Result=signal.)"""
+    victim = node.on(1)
+    before = victim.snapshot()
+    show = (
+        "systemctl show -p MainPID,Result,NRestarts,ActiveState,ExecMainCode,ExecMainStatus "
+        f"{SERVICE}.service"
+    )
+
+    def props() -> dict:
+        return dict(line.split("=", 1) for line in victim.sh(show).split())
+
+    first = props()
+    assert first["ActiveState"] == "active" and first["MainPID"] != "0", first
+    seen: dict = {}
+
+    def oom_kill():
+        killed_at = time.monotonic()
+        victim.sh(f"sudo -n kill -KILL {first['MainPID']}")
+        wait_until(
+            lambda: rotation(hosts)[hosts[1]] == "down", 15, "the health check to take it out"
+        )
+        seen["out_after_s"] = time.monotonic() - killed_at
+        seen["killed"] = props()
+        wait_until(
+            lambda: props()["ActiveState"] == "active" and props()["MainPID"] != first["MainPID"],
+            120,
+            "systemd's restart",
+        )
+        seen["restarted_after_s"] = time.monotonic() - killed_at
+        seen["restarted"] = props()
+        return wait_in_rotation(hosts, 90)
+
+    states, summary = under_traffic(oom_kill, ids["model"])
+    state = fleet(node, hosts, ids)
+    killed = seen["killed"]
+    # killed by SIGKILL (ExecMainCode 2: killed by a signal), systemd restarts it on its own
+    assert killed["Result"] == "signal", seen
+    assert (killed["ExecMainCode"], killed["ExecMainStatus"]) == ("2", "9"), seen
+    assert int(seen["restarted"]["NRestarts"]) == int(first["NRestarts"]) + 1, seen
+    assert states == dict.fromkeys(hosts, "in rotation"), states
+    for i in range(NODES):
+        node.on(i).serves(ids["B"])
+    lost = victim.nothing_lost(before)
+    # No request refused: HAProxy redispatches a refused connect to the other node. A stream
+    # already running on the killed process cannot be saved by anyone: at most one per client.
+    assert summary["failed"] == 0, summary["problems"]
+    assert summary["cut"] <= WORKERS, summary["problems"]
+    assert summary["completed"] + summary["cut"] == summary["sent"], summary
+    record(
+        "oom-killed",
+        None,
+        f"systemd: Result=signal (SIGKILL), restarted by itself after "
+        f"{seen['restarted_after_s']:.0f} s (RestartSec=30; NRestarts {first['NRestarts']} -> "
+        f"{seen['restarted']['NRestarts']}); HAProxy's health check had {hosts[1]} down "
+        f"{seen['out_after_s']:.1f} s after the kill; after: {state}",
+        f"{hosts[1]}: {lost}",
+        cut=(
+            f"{summary['cut']} stream(s) cut (running on the killed process)"
+            if summary["cut"]
+            else "no stream was running on the killed process"
+        ),
+        traffic=summary,
+    )
+
+
+def test_the_compile_cache_filesystem_full(node, ids, hosts):
+    """A full tmpfs at the canary's <cache>/compile (the serving caches copied into it first):
+    the new fingerprint's cache cannot be prepared."""
+    canary = node.on(0)
+    before = [node.on(i).snapshot() for i in range(NODES)]
+    compile_dir = f"{CACHE}/compile"
+    keep = "/var/tmp/faults-compile-copy"
+    canary.sh(
+        f"set -e; sudo -n rm -rf {keep}; sudo -n cp -a {compile_dir} {keep}; "
+        f"mode=$(sudo -n stat -c %a {compile_dir}); owner=$(sudo -n stat -c %u {compile_dir}); "
+        f"group=$(sudo -n stat -c %g {compile_dir}); "
+        f"sudo -n mount -t tmpfs -o size=1m,mode=$mode,uid=$owner,gid=$group "
+        f"specdeploy-cache-full {compile_dir}; "
+        f"sudo -n cp -a {keep}/. {compile_dir}/; "
+        f"sudo -n dd if=/dev/zero of={compile_dir}/.fill bs=4k 2>/dev/null || true; "
+        f"test $(sudo -n df --output=avail -k {compile_dir} | tail -1) -eq 0"
+    )
+    try:
+        run, summary = under_traffic(lambda: node(extra=C), ids["model"])
+    finally:
+        canary.sh(f"sudo -n umount {compile_dir}; sudo -n rm -rf {keep}", check=False)
+    ids["C"] = first_release_of(run)
+    state = fleet(node, hosts, ids)
+    assert run.rc == 2, run.message
+    assert "No space left on device" in run.message, run.message
+    assert "FAILED before the switch" in run.message, run.message
+    assert f"release {ids['B']} still serves" in run.message
+    assert all(f"{h}: out of rotation" not in run.stdout for h in hosts)  # nothing restarted
+    assert canary.manifest(ids["C"])["status"] == "failed"
+    assert ids["C"] not in node.on(1).snapshot()["releases"]  # the rollout stopped
+    lost = []
+    for i in range(NODES):
+        node.on(i).serves(ids["B"])
+        lost.append(node.on(i).nothing_lost(before[i]))
+    assert rotation(hosts) == dict.fromkeys(hosts, "in rotation")
+    no_request_lost(summary)
+    record(
+        "compile-cache-full",
+        run,
+        f"{state}; release C={ids['C']} failed on {hosts[0]}, never built on {hosts[1]}",
+        f"on each node: {lost[0]}",
+        traffic=summary,
+    )
+
+
+def test_the_controller_killed_mid_stage_then_the_deploy_rerun(node, ids, hosts):
+    """ansible-playbook is killed (SIGKILL, with its SSH connections) while the second stage's
+    node is out of rotation for its restart; the operator runs the same deploy again."""
+    before = [node.on(i).snapshot() for i in range(NODES)]
+    seen: dict = {}
+
+    def kill_then_rerun():
+        proc = node.start(extra=C)
+        deadline = time.monotonic() + 900
+        while rotation(hosts).get(hosts[1]) != "drained":
+            assert proc.poll() is None, "the deploy ended before the second stage's drain"
+            assert time.monotonic() < deadline, "the second stage never drained its node"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole run and its SSH connections, by its id
+        seen["killed"] = node.finish(proc)
+        time.sleep(2)
+        seen["rotation"] = rotation(hosts)
+        seen["current"] = [node.on(i).current() for i in range(NODES)]
+        seen["lock"] = node.on(1).sh(f"test -e {LOCKS}/.deploy.lock && echo held || true")
+        return node(extra=C)
+
+    run, summary = under_traffic(kill_then_rerun, ids["model"])
+    state = fleet(node, hosts, ids)
+    assert seen["killed"].rc == -signal.SIGKILL
+    assert seen["rotation"] == {hosts[0]: "in rotation", hosts[1]: "drained"}, seen
+    assert seen["lock"].strip() == "held"  # stale now
+    assert run.rc == 0, run.message
+    assert "broke a stale deploy lock" in run.stdout
+    assert first_release_of(run) == ids["C"]
+    for i in range(NODES):
+        node.on(i).serves(ids["C"])
+    assert wait_in_rotation(hosts, 10) == dict.fromkeys(hosts, "in rotation")
+    lost = [node.on(i).nothing_lost(before[i], run) for i in range(NODES)]
+    no_request_lost(summary)
+    record(
+        "controller-killed",
+        run,
+        f"after the kill: {hosts[0]} served C={seen['current'][0]}, {seen['rotation'][hosts[0]]};"
+        f" {hosts[1]} `current` {seen['current'][1]}, {seen['rotation'][hosts[1]]}, its lock "
+        f"left stale; after the re-run: {state}",
+        f"on each node: {lost[0]}",
+        killed=f"first run killed (SIGKILL) after {seen['killed'].seconds:.0f} s, "
+        f"{hosts[1]} out of rotation for its restart",
+        traffic=summary,
+    )
+
+
+SLOW_BOOT = "/etc/systemd/system/ssh.service.d/specdeploy-faults-slow-boot.conf"
+
+
+def test_a_node_rebooted_mid_deploy_then_the_deploy_rerun(node, ids, hosts):
+    """B again (built on both nodes before: no build) while C serves: the canary reboots while
+    its new server is up but the node is still out of rotation (readiness and the gates).
+    sshd is held back 40 s at boot (as in the gates group), so the node is away as long as a
+    real one would be for the run's SSH connections."""
+    canary = node.on(0)
+    before = [node.on(i).snapshot() for i in range(NODES)]
+    first_boot = init_started(canary)
+    assert first_boot
+    canary.sh(
+        f"sudo -n mkdir -p {SLOW_BOOT.rsplit('/', 1)[0]} && printf '[Service]\\n"
+        f"ExecStartPre=/bin/sleep 40\\n' | sudo -n tee {SLOW_BOOT} >/dev/null"
+    )
+    seen: dict = {}
+
+    def reboot_then_rerun():
+        try:
+            proc = node.start(extra=B)
+            deadline = time.monotonic() + 600
+            while not (
+                rotation(hosts).get(hosts[0]) == "drained"
+                and canary.serving_process_release() == ids["B"]
+            ):
+                assert proc.poll() is None, "the deploy ended before the canary's new server ran"
+                assert time.monotonic() < deadline, "the canary's new server never ran"
+                time.sleep(0.2)
+            canary.sh("sudo -n systemctl reboot", check=False, timeout=30)
+            seen["run"] = node.finish(proc)
+            seen["rotation"] = rotation(hosts)
+            seen["other"] = node.on(1).current()
+            wait_until(lambda: init_started(canary) not in ("", first_boot), 240, "the boot")
+        finally:
+            wait_until(lambda: init_started(canary) != "", 240, "SSH to the node")
+            canary.sh(f"sudo -n rm -f {SLOW_BOOT} && sudo -n systemctl daemon-reload")
+        wait_until(lambda: canary.service_state() == "active", 90, "the unit after the boot")
+        seen["booted"] = (canary.current(), rotation(hosts))
+        return node(extra=B)
+
+    rerun, summary = under_traffic(reboot_then_rerun, ids["model"])
+    state = fleet(node, hosts, ids)
+    run = seen["run"]
+    assert run.rc in (2, 4), run.message  # the canary went away under the run
+    assert run.stats().get("unreachable") == 1, run.stats()
+    # the rollout stopped at the canary: the other node still served C, in rotation
+    assert seen["other"] == ids["C"]
+    assert f"{hosts[1]}: out of rotation" not in run.stdout
+    assert seen["rotation"][hosts[1]] == "in rotation", seen
+    # after the boot: the installed unit (B's) serves, and the canary stays out of rotation
+    # (HAProxy keeps the drain): it never served unvalidated
+    assert seen["booted"][0] == ids["B"], seen
+    assert seen["booted"][1][hosts[0]] == "drained", seen
+    assert rerun.rc == 0, rerun.message
+    for i in range(NODES):
+        node.on(i).serves(ids["B"])
+    assert wait_in_rotation(hosts, 10) == dict.fromkeys(hosts, "in rotation")
+    lost = [node.on(i).nothing_lost(before[i], rerun) for i in range(NODES)]
+    no_request_lost(summary)
+    record(
+        "node-rebooted",
+        rerun,
+        f"the first run: exit {run.rc} ({hosts[0]} unreachable; {hosts[1]} not touched, served "
+        f"C, in rotation); after the boot {hosts[0]} served B, {seen['booted'][1][hosts[0]]}; "
+        f"after the re-run: {state}",
+        f"on each node: {lost[0]}",
+        traffic=summary,
+    )
