@@ -19,14 +19,10 @@ mode too (read-only), like the tasks it replaces (``check_mode: false``).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import (
-    CACHE_DIR,
-    cached_run,
+    run_once_per_input,
 )
 
 
@@ -47,7 +43,7 @@ class ActionModule(ActionBase):
         chdir = args.get("chdir")
         chdir = None if chdir is None else str(chdir)
         try:
-            answer, cached = cached_run(Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR, argv, stdin, chdir)
+            answer, cached = run_once_per_input(argv, stdin, chdir)
         except OSError as exc:
             raise AnsibleActionFail(f"controller_check: {argv[:3]}: {exc}") from exc
         result.update(answer)

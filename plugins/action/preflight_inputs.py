@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import preflight as rules
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import (
-    CACHE_DIR,
-    cached_run,
+    run_once_per_input,
 )
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
     UNSET,
@@ -46,13 +43,12 @@ class ActionModule(ActionBase):
         knobs = resolve_all(self._templar, rules.INPUT_KNOBS)
         host = str(task_vars["inventory_hostname"])
         chdir = str(knobs["specdeploy_toolkit_dir"])
-        cache = Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR
 
         runs: dict[str, dict] = {}  # per check: its exit status, whether another host ran it
 
         def run(command: rules.Command) -> dict:
             try:
-                answer, cached = cached_run(cache, command.argv, command.stdin, chdir)
+                answer, cached = run_once_per_input(command.argv, command.stdin, chdir)
             except OSError as exc:
                 raise AnsibleActionFail(f"preflight_inputs: {command.name}: {exc}") from exc
             runs[command.name] = {"rc": answer["rc"], "cached": cached}

@@ -11,15 +11,11 @@ preflight_serving_release.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import preflight as rules
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import (
-    CACHE_DIR,
-    cached_run,
+    run_once_per_input,
 )
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
 
@@ -40,11 +36,8 @@ class ActionModule(ActionBase):
         command = rules.drafter_command(knobs, probe)
         if command is not None:
             try:
-                answer, _cached = cached_run(
-                    Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR,
-                    command.argv,
-                    command.stdin,
-                    str(knobs["specdeploy_toolkit_dir"]),
+                answer, _cached = run_once_per_input(
+                    command.argv, command.stdin, str(knobs["specdeploy_toolkit_dir"])
                 )
             except OSError as exc:
                 raise AnsibleActionFail(f"preflight_node: drafter check: {exc}") from exc

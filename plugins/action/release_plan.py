@@ -8,15 +8,11 @@ The node-side code's fingerprint (and the stand-in's, sandbox only) come from
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import release_plan
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import (
-    CACHE_DIR,
-    cached_run,
+    run_once_per_input,
 )
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
 
@@ -35,7 +31,7 @@ class ActionModule(ActionBase):
         if not isinstance(hardware, dict):
             raise AnsibleActionFail("release_plan: hardware must be a dict")
         knobs = resolve_all(self._templar, KNOBS)
-        standin = release_plan._flag(knobs.get("specdeploy_server_standin"))
+        standin = release_plan.flag(knobs.get("specdeploy_server_standin"))
         fingerprints = [self._fingerprint(knobs, "release")]
         fingerprints.append(self._fingerprint(knobs, "standin") if standin else "")
         try:
@@ -56,7 +52,7 @@ class ActionModule(ActionBase):
             "--fingerprint",
         ]
         chdir = str(knobs["specdeploy_toolkit_dir"])
-        answer, _cached = cached_run(Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR, argv, None, chdir)
+        answer, _cached = run_once_per_input(argv, None, chdir)
         if answer["rc"] != 0:
             raise AnsibleActionFail(f"release_plan: {part} fingerprint: {answer['stderr'].strip()}")
         return answer["stdout"].strip()

@@ -17,6 +17,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from ansible import constants as C
+
 CACHE_DIR = "specdeploy-controller-checks"
 
 
@@ -57,3 +59,8 @@ def cached_run(directory: Path, argv: list[str], stdin: str | None, chdir: str |
             return answer, False
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def run_once_per_input(argv: list[str], stdin: str | None, chdir: str | None):
+    """cached_run in this playbook run's own local temporary directory: (answer, cached)."""
+    return cached_run(Path(C.DEFAULT_LOCAL_TMP) / CACHE_DIR, argv, stdin, chdir)

@@ -20,6 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
+
+def flag(value: Any) -> bool:
+    """A knob as Ansible's bool filter reads it (\"false\" from -e is False)."""
+    return boolean(value, strict=False)
+
+
 # The variables the input checks read (resolved by the action; an undefined one is absent).
 INPUT_KNOBS = (
     "ansible_playbook_python",
@@ -113,12 +121,6 @@ def to_json(value: Any) -> str:
     return json.dumps(value)
 
 
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
 def _number(knobs: Mapping[str, Any], name: str) -> float | None:
     """The knob as a finite number, or None (the range checks then refuse it)."""
     try:
@@ -165,7 +167,7 @@ def knob_errors(knobs: Mapping[str, Any], environ: Mapping[str, str]) -> list[st
     errors: list[str] = []
     tp = _number(knobs, "specdeploy_tensor_parallel_size")
     spec = knobs.get("specdeploy_speculative_config") or {}
-    if _flag(knobs.get("specdeploy_speculative_enabled")) and isinstance(spec, Mapping):
+    if flag(knobs.get("specdeploy_speculative_enabled")) and isinstance(spec, Mapping):
         draft_tp = spec.get("draft_tensor_parallel_size")
         if draft_tp is not None and _number({"v": draft_tp}, "v") not in (1, tp):
             errors.append(
@@ -246,7 +248,7 @@ def validation_file_errors(knobs: Mapping[str, Any], is_file) -> list[str]:
 
 def waiver_messages(knobs: Mapping[str, Any], host: str) -> list[str]:
     waiver = str(knobs.get("specdeploy_speed_up_waiver") or "")
-    if not (_flag(knobs.get("specdeploy_speculative_enabled")) and waiver):
+    if not (flag(knobs.get("specdeploy_speculative_enabled")) and waiver):
         return []
     return [
         f"speed-up gate WAIVED on {host} by specdeploy_speed_up_waiver: "
@@ -299,7 +301,7 @@ def inputs_command(knobs: Mapping[str, Any], host: str) -> Command:
         str(knobs.get("specdeploy_target_experts_per_token")),
         "--json",
     ]
-    if not _flag(knobs.get("specdeploy_speculative_enabled")):
+    if not flag(knobs.get("specdeploy_speculative_enabled")):
         argv.append("--no-speculation")
     # The history's node and model only where they are read (a schedule of auto: this node's
     # latest sweep), so a fleet with the same inputs shares one run.
@@ -322,7 +324,7 @@ def inputs_command(knobs: Mapping[str, Any], host: str) -> Command:
 def gates_command(knobs: Mapping[str, Any], served: Mapping[str, Any]) -> Command:
     """The gates against num_speculative_tokens as the node serves it (k=0 without speculation:
     the floors are then not checked against k)."""
-    speculative = _flag(knobs.get("specdeploy_speculative_enabled"))
+    speculative = flag(knobs.get("specdeploy_speculative_enabled"))
     k = served.get("num_speculative_tokens", 0) if speculative else 0
     return Command(
         "gates",
@@ -393,14 +395,21 @@ def _json(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def knobs_verdict(answer: Mapping[str, Any]) -> Verdict:
+def _every_error_line(answer: Mapping[str, Any], prog: str, what: str) -> Verdict:
+    """A check that prints one `PROG: error: ...` line per refusal: all of them, one line."""
     if answer["rc"] == 0:
         return Verdict()
     text = (
-        " | ".join(re.sub(r"^knobs-check: error: ", "", line) for line in _lines(answer["stderr"]))
-        or f"knobs check: exit {answer['rc']}"
+        " | ".join(
+            re.sub(rf"^{re.escape(prog)}: error: ", "", line) for line in _lines(answer["stderr"])
+        )
+        or f"{what}: exit {answer['rc']}"
     )
     return Verdict(errors=[f"{text}. Nothing changed."])
+
+
+def knobs_verdict(answer: Mapping[str, Any]) -> Verdict:
+    return _every_error_line(answer, "knobs-check", "knobs check")
 
 
 def inputs_verdict(answer: Mapping[str, Any]) -> Verdict:
@@ -437,13 +446,7 @@ def baseline_verdict(answer: Mapping[str, Any]) -> Verdict:
 
 
 def engine_verdict(answer: Mapping[str, Any]) -> Verdict:
-    if answer["rc"] == 0:
-        return Verdict()
-    text = (
-        " | ".join(re.sub(r"^engine-check: error: ", "", line) for line in _lines(answer["stderr"]))
-        or f"engine check: exit {answer['rc']}"
-    )
-    return Verdict(errors=[f"{text}. Nothing changed."])
+    return _every_error_line(answer, "engine-check", "engine check")
 
 
 def balancer_verdict(answer: Mapping[str, Any]) -> Verdict:
@@ -464,7 +467,7 @@ def drafter_command(knobs: Mapping[str, Any], probe: Mapping[str, Any]) -> Comma
     """The drafter check's command line, or None without speculation or without both configs
     (a missing model is its own refusal)."""
     configs = probe.get("model_configs") or []
-    if not _flag(knobs.get("specdeploy_speculative_enabled")) or len(configs) < 2:
+    if not flag(knobs.get("specdeploy_speculative_enabled")) or len(configs) < 2:
         return None
     if not (configs[0].get("exists") and configs[1].get("exists")):
         return None
@@ -482,7 +485,7 @@ def drafter_command(knobs: Mapping[str, Any], probe: Mapping[str, Any]) -> Comma
         "--drafter-weights-json",
         to_json(probe.get("drafter_weights")),
         "--require-provenance",
-        "true" if _flag(knobs.get("specdeploy_drafter_require_provenance")) else "false",
+        "true" if flag(knobs.get("specdeploy_drafter_require_provenance")) else "false",
         # the served workload's prompt format (the validation measures what users send)
         "--served-prompt-format",
         "chat-template" if chat else "raw",

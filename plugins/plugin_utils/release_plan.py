@@ -24,6 +24,7 @@ from typing import Any
 
 from ansible_collections.specdeploy.toolkit.plugins.filter.engines import engine_requirement
 from ansible_collections.specdeploy.toolkit.plugins.module_utils.release import release_paths
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.preflight import flag
 
 # The variables the plan reads (resolved by the action; an undefined one is absent).
 PLAN_KNOBS = (
@@ -53,17 +54,10 @@ PLAN_KNOBS = (
     "preflight_probe",
     "preflight_serving_release",
 )
-FINISHED = ("active", "inactive", "verified")
 
 
 def sha256_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 def plan(
@@ -80,7 +74,7 @@ def plan(
     series = entry.get("series_sha256", "native")
     speculative = (
         knobs.get("specdeploy_speculative_config_served")
-        if _flag(knobs.get("specdeploy_speculative_enabled"))
+        if flag(knobs.get("specdeploy_speculative_enabled"))
         else None
     )
     standin = knobs.get("specdeploy_server_standin")
@@ -134,7 +128,7 @@ def plan(
         "vllm_version": vllm_version,
         "engine": engine,
         "package": engine_requirement(engine, vllm_version, sglang_version),
-        "native": _flag(knobs.get("preflight_version_native")),
+        "native": flag(knobs.get("preflight_version_native")),
         "series_sha256": series,
         "toolkit_sha256": toolkit_sha256,
         "speculative_config": speculative,
@@ -152,7 +146,7 @@ def plan(
         "cache_marker": f"{cache_dir}/FINGERPRINT.json",
         # sandbox only: the stand-in's own directory, outside the release and its id
         "standin_sha256": standin_sha256,
-        "standin_dir": f"{root}/standin/{standin_sha256[:16]}" if _flag(standin) else "",
+        "standin_dir": f"{root}/standin/{standin_sha256[:16]}" if flag(standin) else "",
         # what deploying it means on this node (from the read-only probe; none on localhost)
         "serving_release": serving,
         # the node's Python (version, machine, glibc): selects the controller's wheels

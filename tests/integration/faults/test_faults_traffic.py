@@ -265,11 +265,14 @@ def test_the_server_oom_killed_after_readiness(node, ids, hosts):
     for i in range(NODES):
         node.on(i).serves(ids["B"])
     lost = victim.nothing_lost(before)
-    # No request refused: HAProxy redispatches a refused connect to the other node. A stream
-    # already running on the killed process cannot be saved by anyone: at most one per client.
-    assert summary["failed"] == 0, summary["problems"]
-    assert summary["cut"] <= WORKERS, summary["problems"]
-    assert summary["completed"] + summary["cut"] == summary["sent"], summary
+    # HAProxy redispatches a refused connect to the other node. A request the killed process
+    # already held cannot be saved by anyone: a stream it was answering is cut, one it had
+    # accepted but not answered comes back as HAProxy's 502 (no L7 retry is configured; seen
+    # once in four runs at load 6): at most one of either per client thread.
+    refused = [problem for problem in summary["problems"] if problem.startswith("failed:")]
+    assert all(problem == "failed: HTTP 502" for problem in refused), summary["problems"]
+    assert summary["failed"] + summary["cut"] <= WORKERS, summary["problems"]
+    assert summary["completed"] + summary["failed"] + summary["cut"] == summary["sent"], summary
     record(
         "oom-killed",
         None,
