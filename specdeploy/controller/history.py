@@ -35,9 +35,11 @@ followed it, when one ran::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
+import os
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass
@@ -115,17 +117,33 @@ class _Connection(sqlite3.Connection):
             raise HistoryError(f"{self.path}: {exc}") from exc
 
 
+def _create(p: Path) -> None:
+    """A new history appears whole: built beside ``p``, then linked into place. Two nodes of
+    a rollout record at once; a plain connect would let the second see the first's file while
+    it is still empty, which is what a truncated copy looks like (refused below)."""
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fresh = p.with_name(f".{p.name}.{os.getpid()}.new")
+    try:
+        with contextlib.closing(sqlite3.connect(str(fresh))) as conn:
+            conn.executescript(SCHEMA)
+        with contextlib.suppress(FileExistsError):  # the other writer made it first: use theirs
+            os.link(fresh, p)
+    finally:
+        fresh.unlink(missing_ok=True)
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """The history at ``path``, created when there is no file there. An existing file that is
     empty, or not SQLite, is a HistoryError: never silently turned into a new database (an
     empty file is what a truncated copy or a full disk leaves)."""
     p = Path(path)
     try:
+        if not p.exists():
+            _create(p)
         if p.is_file() and p.stat().st_size == 0:
             raise HistoryError(
                 f"{p}: empty file, not a history database (remove it to start a new history)"
             )
-        p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), timeout=30, factory=_Connection)
         conn.path = str(p)  # type: ignore[attr-defined]
         conn.row_factory = sqlite3.Row

@@ -75,7 +75,10 @@ class Run:
         return names
 
     def tail(self, n: int = 4000) -> str:
-        return f"rc {self.returncode}\n{self.stdout[-n:]}\n--- stderr ---\n{self.stderr[-n:]}"
+        # The failed tasks first: the end of a rescued run shows only the recap.
+        failed = self.failure_message()
+        head = f"failed tasks: {failed[:n]}\n" if failed else ""
+        return f"rc {self.returncode}\n{head}{self.stdout[-n:]}\n--- stderr ---\n{self.stderr[-n:]}"
 
 
 class Deploy:

@@ -46,3 +46,28 @@ def test_runs_in_the_same_second_are_kept_apart_by_run_id(tmp_path):
     assert history.record(conn, a) is not None and history.record(conn, b) is not None
     assert [r["run_id"] for r in history.runs(conn)] == ["a", "b"]
     assert history.first_validated(conn, "n1", "r1")["run_id"] == "a"
+
+
+def _record_one(db: str, node: str) -> str:
+    try:
+        conn = history.connect(db)
+        history.record(conn, one_result(node, "r1", "2026-12-04T00:00:00Z", 2.0, 100.0))
+        conn.close()
+    except history.HistoryError as exc:
+        return str(exc)
+    return ""
+
+
+def test_nodes_recording_at_once_into_a_new_history_all_land(tmp_path):
+    """CI stop 32: two nodes of a rollout recorded at once; one saw the other's database
+    file while it was still empty and refused it as 'empty file, not a history database'."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    for attempt in range(5):
+        db = str(tmp_path / f"h{attempt}" / "history.sqlite")
+        nodes = [f"node{i}" for i in range(8)]
+        with ProcessPoolExecutor(max_workers=8) as pool:
+            errors = [e for e in pool.map(_record_one, [db] * 8, nodes) if e]
+        assert errors == []
+        assert sorted(r["node"] for r in history.runs(history.connect(db))) == nodes
+        assert [p.name for p in Path(db).parent.iterdir() if p.name.endswith(".new")] == []
