@@ -1,5 +1,7 @@
 """Filters over specdeploy.controller.engines (issue 29): the engine facts stay in Python.
 
+``vllm_argv``: the ``vllm serve`` command line of a release (roles/vllm_service/vars/main.yml),
+``--speculative-config`` left out for the baseline start (speculative None).
 ``sglang_argv``: the SGLang server's command line of a release, built by engines.sglang_argv
 from the same knobs the vLLM unit reads (roles/vllm_service/vars/sglang.yml calls it).
 ``engine_requirement``: the package the release venv installs (``vllm==V`` or ``sglang==V``).
@@ -7,7 +9,9 @@ from the same knobs the vLLM unit reads (roles/vllm_service/vars/sglang.yml call
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,32 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from specdeploy.controller import engines  # noqa: E402  (needs the path set above)
+
+
+def vllm_argv(
+    server: list[str], knobs: Mapping[str, Any], speculative: Mapping[str, Any] | None
+) -> list[str]:
+    """``server``: the command before ``serve``; ``knobs``: the server knobs (vars/main.yml's
+    vllm_service_vllm_knobs), the doctor's ``hardware_server_args`` and the operator's
+    ``extra_args`` last."""
+    argv = [*server, "serve", str(knobs["model"]),
+            "--served-model-name", str(knobs["served_model_name"]),
+            "--host", str(knobs["host"]),
+            "--port", str(knobs["port"]),
+            "--tensor-parallel-size", str(knobs["tensor_parallel_size"]),
+            "--pipeline-parallel-size", str(knobs["pipeline_parallel_size"]),
+            "--max-model-len", str(knobs["max_model_len"]),
+            "--gpu-memory-utilization", str(knobs["gpu_memory_utilization"])]  # fmt: skip
+    if knobs.get("trust_remote_code"):
+        argv.append("--trust-remote-code")
+    if speculative:
+        argv += ["--speculative-config", json.dumps(speculative, sort_keys=True)]
+    if knobs.get("attention_backend"):
+        argv += ["--attention-backend", str(knobs["attention_backend"])]
+    argv += list(knobs.get("hardware_server_args") or [])
+    if knobs.get("shutdown_timeout_s") is not None:
+        argv += ["--shutdown-timeout", str(knobs["shutdown_timeout_s"])]
+    return argv + list(knobs.get("extra_args") or [])
 
 
 def sglang_argv(
@@ -61,6 +91,7 @@ def backend_names(name: str) -> list[str]:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
+            "vllm_argv": vllm_argv,
             "sglang_argv": sglang_argv,
             "engine_requirement": engine_requirement,
             "backend_names": backend_names,

@@ -1,0 +1,53 @@
+"""The gpu_node role's layout and driver words (roles/gpu_node), as filters.
+
+``node_layout``: the directories a node needs (the release root, the model's and the drafter's
+parent directories, the config directory, the service user's cache and log directories), as
+items of the files module. ``reboot_plan_note``: what a driver change means for a reboot, said
+in check mode. Pure functions.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def _directories(paths: list[str], mode: str, **owned: str) -> list[dict[str, str]]:
+    return [{"path": path, "state": "directory", "mode": mode, **owned} for path in paths]
+
+
+def node_layout(
+    root: str,
+    *,
+    releases_dir: str,
+    model_path: str,
+    drafter_path: str,
+    config_dir: str,
+    cache_dir: str,
+    log_dir: str,
+    user: str,
+    group: str,
+) -> list[dict[str, str]]:
+    """Public (0755): the root, the releases, where the weights live; root's only (0700): the
+    config directory; the service user's (0750): its cache, compile cache and log directory."""
+    weights = list(dict.fromkeys([os.path.dirname(model_path), os.path.dirname(drafter_path)]))
+    return (
+        _directories([root, releases_dir, *weights], "0755")
+        + _directories([config_dir], "0700")
+        + _directories(
+            [cache_dir, f"{cache_dir}/compile", log_dir], "0750", owner=user, group=group
+        )
+    )
+
+
+def reboot_plan_note(needed: bool, *, allowed: bool, is_controller: bool) -> str:
+    if not needed:
+        return "No reboot needed."
+    if allowed and not is_controller:
+        return "A reboot would be needed: it would happen (gpu_node_reboot_allowed)"
+    return "A reboot would be needed: the run would stop and ask for one"
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"node_layout": node_layout, "reboot_plan_note": reboot_plan_note}
