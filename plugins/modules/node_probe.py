@@ -12,7 +12,8 @@ module: node_probe
 short_description: Read the facts the specdeploy preflight checks, without changing anything
 author: specdeploy maintainers (!UNKNOWN)
 description:
-  - Reads the config.json of each model directory, the free space where releases are built,
+  - Reads the config.json of each model directory and a cheap fingerprint of its files (names,
+    sizes, sampled content; never the whole weights), the free space where releases are built,
     who listens on the server port, the service's main PID, and the release that C(current)
     points at (read from the symlink itself) with its manifest.
 version_added: 0.1.0
@@ -57,8 +58,9 @@ EXAMPLES = r"""
 RETURN = r"""
 model_configs:
   description: >-
-    One entry per model_dirs item, in order (path, exists, content, and provenance: the
-    directory's specdeploy-drafter.json text or null).
+    One entry per model_dirs item, in order (path, exists, content, provenance: the
+    directory's specdeploy-drafter.json text or null, and fingerprint: the model files'
+    cheap content fingerprint, module_utils model_fingerprint, empty when no directory).
   type: list
   returned: always
 free_kb:
@@ -99,6 +101,9 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.model_fingerprint import (
+    model_fingerprint,
+)
 from ansible_collections.specdeploy.toolkit.plugins.module_utils.specdeploy_weights import (
     drafter_tensors,
 )
@@ -132,6 +137,7 @@ def read_config(directory: str) -> dict:
         "exists": content is not None,
         "content": content or "",
         "provenance": read_text(os.path.join(directory, PROVENANCE_FILE)),
+        "fingerprint": model_fingerprint(directory),
     }
 
 

@@ -3,12 +3,13 @@ specdeploy.toolkit.release_plan computes it; tests/unit/test_release_plan.py tes
 
 Its id covers everything that defines what runs on the node: the node-side code (the toolkit's
 release fingerprint: specdeploy/node, the patch series, requirements-node.txt), the pinned
-engine and its patch series, the server's configuration and the hardware-derived settings (what
-the hardware doctor derived). The release's paths are built here and only here (the layout is
-module_utils ``release.release_paths``). The stand-in (sandbox only) has its own fingerprint and
-directory outside the release and outside its id. From the node's read-only probe it also says
-what deploying it means on that node: built already, a restart, steady (serves it, validated,
-same gates: only checked), the last recorded start.
+engine and its patch series, the server's configuration, the hardware-derived settings (what
+the hardware doctor derived) and the model files' content (the node probe's cheap fingerprint
+of each model directory, when the plan has a probe). The release's paths are built here and
+only here (the layout is module_utils ``release.release_paths``). The stand-in (sandbox only)
+has its own fingerprint and directory outside the release and outside its id. From the node's
+read-only probe it also says what deploying it means on that node: built already, a restart,
+steady (serves it, validated, same gates: only checked), the last recorded start.
 
 The id is the first 12 hex digits of the sha256 of the inputs as sorted JSON (Ansible's
 ``to_json(sort_keys=true)``, i.e. ``json.dumps(..., sort_keys=True)``), so ids planned by the
@@ -60,6 +61,17 @@ def sha256_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def model_fingerprints(probe: Any) -> dict[str, str]:
+    """{model directory: fingerprint} from the node probe (node_probe's model_configs)."""
+    if not isinstance(probe, Mapping):
+        return {}
+    return {
+        str(config["path"]): str(config["fingerprint"])
+        for config in probe.get("model_configs") or []
+        if isinstance(config, Mapping) and config.get("fingerprint")
+    }
+
+
 def plan(
     knobs: Mapping[str, Any],
     toolkit_sha256: str,
@@ -104,6 +116,12 @@ def plan(
             else None
         ),
     }
+    # The model files' content (the node probe's fingerprint of each model directory: the target
+    # and, with speculation, the drafter): changed files under the same path are a new release.
+    # Absent without a probe (a plan on the controller alone), so those ids stay what they were.
+    models = model_fingerprints(knobs.get("preflight_probe"))
+    if models:
+        inputs["model_files"] = models
     # The engine (issue 29) joins the id and the cache key only when it is not vLLM, so the vLLM
     # releases' ids stay what they were.
     engine_inputs = {} if engine == "vllm" else {"engine": engine, "engine_version": sglang_version}

@@ -44,12 +44,15 @@ def test_reads_models_current_release_and_free_space_without_changing_anything(t
     )
 
     assert out["changed"] is False
+    fingerprint = out["model_configs"][0].pop("fingerprint")
     assert out["model_configs"][0] == {
         "path": str(model),
         "exists": True,
         "content": '{"model_type": "deepseek_v3"}',
         "provenance": None,
     }
+    assert len(fingerprint) == 16
+    assert out["model_configs"][1]["fingerprint"] == ""
     assert out["model_configs"][1]["exists"] is False
     assert out["current"]["islnk"] is True and out["current"]["target"] == "0.16.0-abc"
     assert out["current"]["manifest"]["last_validation"]["status"] == "pass"

@@ -124,3 +124,28 @@ def test_the_inputs_that_differ_between_nodes_are_named():
     a, b = plan(), plan(specdeploy_port=9000)
     assert differing_inputs([a, a]) == []
     assert differing_inputs([a, b]) == ["port"]
+
+
+def test_the_model_files_fingerprint_is_part_of_the_id():
+    """Model files changed under the same path (the node probe's fingerprint of each model
+    directory) make a new release; the same files make the same release again (a second deploy
+    changes nothing); a plan without a probe keeps the id it had."""
+
+    def with_models(target: str, drafter: str) -> dict:
+        configs = [{"path": "/srv/models/Kimi-K2.5", "fingerprint": target},
+                   {"path": "/srv/models/Kimi-K2.5-eagle3", "fingerprint": drafter}]  # fmt: skip
+        return plan(preflight_probe={**probe("x"), "model_configs": configs})
+
+    served = with_models("1111111111111111", "2222222222222222")
+    assert served["id"] == with_models("1111111111111111", "2222222222222222")["id"]
+    assert served["inputs"]["model_files"] == {
+        "/srv/models/Kimi-K2.5": "1111111111111111",
+        "/srv/models/Kimi-K2.5-eagle3": "2222222222222222",
+    }
+    assert with_models("3333333333333333", "2222222222222222")["id"] != served["id"]
+    assert with_models("1111111111111111", "3333333333333333")["id"] != served["id"]
+    assert served["id"] != plan()["id"] and served["dir"].endswith(served["id"])
+    assert "model_files" not in plan(preflight_probe=probe("x"))["inputs"]
+    assert plan(preflight_probe=probe("x"))["id"] == "0.16.0-3cc16e0b0678"
+    other = with_models("3333333333333333", "2222222222222222")
+    assert differing_inputs([served, other]) == ["model_files"]

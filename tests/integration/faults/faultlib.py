@@ -187,6 +187,14 @@ ROWS: dict[str, tuple[str, str, str]] = {
         "the run stops (host unreachable), the other node is not touched; the canary boots, "
         "stays out of rotation; the re-run converges, both in rotation; 0 failed, 0 cut",
     ),
+    "model-files-changed": (
+        "traffic",
+        "the model files changed under the running servers (a new weight shard in the target's "
+        "directory on both nodes, same path), then the same deploy again",
+        "the node probe's model fingerprint gives a new release id: built, validated, switched "
+        "stage by stage (the old release serves until each node's switch); 0 failed, 0 cut; "
+        "the deploy after it changes nothing",
+    ),
 }
 GROUPS = {
     "first": "the first deploy fails; base release; concurrent deploy; readiness faults",

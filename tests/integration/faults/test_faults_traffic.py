@@ -13,6 +13,7 @@ See faultlib for the harness.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -449,5 +450,71 @@ def test_a_node_rebooted_mid_deploy_then_the_deploy_rerun(node, ids, hosts):
         f"C, in rotation); after the boot {hosts[0]} served B, {seen['booted'][1][hosts[0]]}; "
         f"after the re-run: {state}",
         f"on each node: {lost[0]}",
+        traffic=summary,
+    )
+
+
+TARGET = "/srv/models/tiny-dsv3"  # the sandbox inventory's specdeploy_model_path
+NEW_SHARD = f"{TARGET}/model.safetensors"
+
+
+def test_model_files_changed_under_the_running_servers(node, ids, hosts):
+    """An operator copies new weights into the model's directory (same path) on both nodes
+    while they serve, then deploys the same inputs again. The servers hold the old weights in
+    memory: without the model files in the release id this is the serving release again, a
+    no-op that keeps serving the old weights. Last in the module (it changes the model); the
+    shard is removed again when it ends."""
+    serving = node.on(0).current()
+    assert serving and node.on(1).current() == serving
+    same_inputs = B if serving == ids.get("B") else {}
+    # a valid safetensors file with no tensors: 8-byte header length, the header, 8-aligned
+    header = b'{"__metadata__":{"revision":"2"}}'
+    header += b" " * (-len(header) % 8)
+    blob = base64.b64encode(len(header).to_bytes(8, "little") + header).decode()
+    seen: dict = {}
+
+    def change_then_deploy():
+        for i in range(NODES):
+            node.on(i).sh(
+                f"echo {blob} | base64 -d | sudo -n tee {NEW_SHARD}.tmp >/dev/null && "
+                f"sudo -n mv {NEW_SHARD}.tmp {NEW_SHARD}"
+            )
+        seen["before"] = [node.on(i).snapshot() for i in range(NODES)]
+        seen["serving"] = [node.on(i).serves(serving) for i in range(NODES)]
+        return node(extra=same_inputs)
+
+    try:
+        run, summary = under_traffic(change_then_deploy, ids["model"])
+        ids["D"] = first_release_of(run)
+        state = fleet(node, hosts, ids)
+        assert run.rc == 0, run.message
+        assert ids["D"] != serving, "changed model files planned the serving release again"
+        for i, host in enumerate(hosts):
+            node.on(i).serves(ids["D"])
+            manifest = node.on(i).manifest(ids["D"])
+            assert manifest["status"] == "active", manifest["status"]
+            assert manifest["last_validation"]["status"] == "pass", manifest["last_validation"]
+            assert TARGET in manifest["inputs"]["model_files"], manifest["inputs"]
+            assert node.on(i).manifest(serving)["status"] != "failed"
+            assert f"{host}: out of rotation (HAProxy vllm/{host} state drain" in run.stdout
+            assert f"{host}: back in rotation (HAProxy vllm/{host} state ready)" in run.stdout
+        assert wait_in_rotation(hosts, 10) == dict.fromkeys(hosts, "in rotation")
+        lost = [node.on(i).nothing_lost(seen["before"][i], run) for i in range(NODES)]
+        no_request_lost(summary)
+        again = node(extra=same_inputs)  # the same files: the same release, nothing to do
+        assert again.rc == 0, again.message
+        assert first_release_of(again) == ids["D"]
+        recaps = (again.report or {}).get("stats", {})
+        assert recaps and all(r.get("changed") == 0 for r in recaps.values()), recaps
+    finally:
+        for i in range(NODES):
+            node.on(i).sh(f"sudo -n rm -f {NEW_SHARD} {NEW_SHARD}.tmp", check=False)
+    record(
+        "model-files-changed",
+        run,
+        f"the release id moved from {serving} to D={ids['D']} (model_files in its inputs): "
+        f"built, validated (gates pass) and switched node by node, each drained and back; "
+        f"{state}; the deploy after it: exit {again.rc}, release D again, changed=0 on both",
+        f"on each node: {lost[0]}; the old release {serving} kept",
         traffic=summary,
     )
