@@ -95,7 +95,8 @@ def auto_rollback_message(
 
 
 def build_failed_hint(reason: str) -> str:
-    """What a build failure's reason points at (patch target drift, a full disk), else ''."""
+    """What a build failure's reason points at (patch target drift, a full disk, a file system
+    remounted read-only), else ''."""
     if re.search(r"sha256 mismatch|drift", reason):
         return (
             "Patch target drift: the installed vLLM files are not the pristine ones the patch"
@@ -104,6 +105,11 @@ def build_failed_hint(reason: str) -> str:
         )
     if "No space left on device" in reason:
         return "The release root is out of space: free space or prune releases. "
+    if "Read-only file system" in reason:
+        return (
+            "The file system is read-only: a disk error makes ext4 (errors=remount-ro) remount"
+            " it so; check the disk (dmesg, smartctl) before deploying again. "
+        )
     return ""
 
 

@@ -30,6 +30,17 @@ def _truncate(text: str, limit: int = REASON_LIMIT, leeway: int = 5) -> str:
 
 def failure_reason(result: Mapping[str, Any] | None, task: str | None = None) -> str:
     result = result or {}
+    return f"{task or 'a task'}: {_truncate(' / '.join(_said(result))) or 'failed'}"
+
+
+def _said(result: Mapping[str, Any]) -> list[str]:
+    """The lines that say why; for a loop ("One or more items failed"), its first failed
+    item's (a file task's item names its path and the error: a read-only file system)."""
+    items = [r for r in result.get("results") or [] if isinstance(r, Mapping) and r.get("failed")]
+    if items:
+        said = _said(items[0])
+        more = f"(and {len(items) - 1} more items failed)" if len(items) > 1 else ""
+        return [line for line in [*said, more] if line] or ["One or more items failed"]
     stdout = str(result.get("stdout") or "")
     if re.match(r"^\s*\{", stdout):
         try:
@@ -45,7 +56,7 @@ def failure_reason(result: Mapping[str, Any] | None, task: str | None = None) ->
             continue
         if line not in kept:
             kept.append(line)
-    return f"{task or 'a task'}: {_truncate(' / '.join(kept)) or 'failed'}"
+    return kept
 
 
 def rollout_note(

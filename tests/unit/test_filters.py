@@ -97,6 +97,17 @@ def test_the_fleet_line_says_when_every_node_serves_one_release_and_when_not() -
           "stderr_lines": ["x", "Shared connection to n closed."]},
          "Gate: boom / b / c / x"),
         ({}, "Gate: failed"),
+        # a loop: its first failed item says why (a file task names the path), not Ansible's
+        # "One or more items failed"
+        ({"msg": "One or more items failed", "results": [
+            {"failed": False, "msg": ""},
+            {"failed": True, "msg": "There was an issue creating /r/x as requested: [Errno 30] "
+                                    "Read-only file system: '/r/x'"},
+            {"failed": True, "msg": "There was an issue creating /r/y"}]},
+         "Gate: There was an issue creating /r/x as requested: [Errno 30] Read-only file "
+         "system: '/r/x' / (and 1 more items failed)"),
+        ({"msg": "One or more items failed", "results": [{"failed": True}]},
+         "Gate: One or more items failed"),
     ],
 )  # fmt: skip
 def test_a_failure_reason_keeps_what_says_why(result: dict, expected: str) -> None:

@@ -70,6 +70,9 @@ def test_a_build_failure_points_at_drift_or_a_full_disk() -> None:
     assert rollback.build_failed_hint("[Errno 28] No space left on device").startswith(
         "The release root is out of space"
     )
+    assert rollback.build_failed_hint(
+        "[Errno 30] Read-only file system: '/opt/specdeploy/releases/x/config'"
+    ).startswith("The file system is read-only")
     assert rollback.build_failed_hint("pip failed") == ""
 
 

@@ -195,6 +195,14 @@ ROWS: dict[str, tuple[str, str, str]] = {
         "stage by stage (the old release serves until each node's switch); 0 failed, 0 cut; "
         "the deploy after it changes nothing",
     ),
+    "releases-read-only": (
+        "traffic",
+        "a disk error while the release is written (ext4 errors=remount-ro: a read-only bind "
+        "mount over the canary's <root>/releases once the new release's directory appears)",
+        "the canary's deploy fails before its switch, one line naming the path and the "
+        "read-only file system; the rollout stops; the old release serves on both nodes, in "
+        "rotation; 0 failed, 0 cut",
+    ),
 }
 GROUPS = {
     "first": "the first deploy fails; base release; concurrent deploy; readiness faults",

@@ -26,6 +26,7 @@ from faultlib import (
     CACHE,
     LOCKS,
     REPO,
+    ROOT,
     SERVICE,
     Player,
     first_release_of,
@@ -49,6 +50,8 @@ C = {
     "specdeploy_standin_profile": profile("pass", max_request_s=9.4),
     "specdeploy_speculative_config": {"method": "eagle3", "num_speculative_tokens": 4},
 }
+# E: a release the disk error stops while it is written (a new stand-in profile: a new id)
+E = {"specdeploy_standin_profile": profile("pass", max_request_s=9.3)}
 QUIET_S = 4  # traffic before and after each fault: the baseline p99 and the recovery
 WORKERS = 2  # client threads (livetraffic.Traffic's default)
 
@@ -516,5 +519,67 @@ def test_model_files_changed_under_the_running_servers(node, ids, hosts):
         f"built, validated (gates pass) and switched node by node, each drained and back; "
         f"{state}; the deploy after it: exit {again.rc}, release D again, changed=0 on both",
         f"on each node: {lost[0]}; the old release {serving} kept",
+        traffic=summary,
+    )
+
+
+def test_a_disk_error_turns_the_releases_filesystem_read_only_mid_build(node, ids, hosts):
+    """ext4 with errors=remount-ro turns a disk error into a read-only file system. Injected as
+    a read-only bind mount over the canary's <root>/releases the moment the new release's
+    directory appears there (the release is being written): every later write into it fails
+    with EROFS, as after the kernel's remount (files already open keep writing, as there)."""
+    canary = node.on(0)
+    serving = canary.current()
+    before = [node.on(i).snapshot() for i in range(NODES)]
+    releases = f"{ROOT}/releases"
+    seen: dict = {}
+
+    def deploy_then_remount_read_only():
+        proc = node.start(extra=E)
+        deadline = time.monotonic() + 600
+        while True:
+            names = canary.sh(f"ls {releases}").split()
+            new = [n for n in names if n not in before[0]["releases"]]
+            if new:
+                break
+            assert proc.poll() is None, "the deploy ended before it wrote a new release"
+            assert time.monotonic() < deadline, "no new release directory appeared"
+            time.sleep(0.2)
+        canary.sh(
+            f"sudo -n mount --bind {releases} {releases} && "
+            f"sudo -n mount -o remount,bind,ro {releases}"
+        )
+        seen["new"] = new[0]
+        seen["listing"] = canary.sh(f"sudo -n ls -A {releases}/{new[0]}").split()
+        return node.finish(proc)
+
+    try:
+        run, summary = under_traffic(deploy_then_remount_read_only, ids["model"])
+        seen["ro"] = canary.sh(f"touch {releases}/x 2>&1 || true").strip()
+    finally:
+        canary.sh(f"sudo -n umount {releases}", check=False)
+    ids["E"] = seen["new"]
+    state = fleet(node, hosts, ids)
+    assert "Read-only file system" in seen["ro"], seen
+    assert run.rc == 2, run.message
+    assert "\n" not in run.message.strip(), run.message
+    assert "Read-only file system" in run.message, run.message
+    assert f"{releases}/{ids['E']}" in run.message, run.message
+    assert "FAILED before the switch" in run.message, run.message
+    assert f"release {serving} still serves" in run.message, run.message
+    assert all(f"{h}: out of rotation" not in run.stdout for h in hosts)  # nothing restarted
+    assert ids["E"] not in node.on(1).snapshot()["releases"]  # the rollout stopped
+    lost = []
+    for i in range(NODES):
+        node.on(i).serves(serving)
+        lost.append(node.on(i).nothing_lost(before[i]))
+    assert rotation(hosts) == dict.fromkeys(hosts, "in rotation")
+    no_request_lost(summary)
+    record(
+        "releases-read-only",
+        run,
+        f"{state}; release E={ids['E']} stopped on {hosts[0]} (written so far: "
+        f"{', '.join(seen['listing']) or 'nothing'}), never built on {hosts[1]}",
+        f"on each node: {lost[0]}",
         traffic=summary,
     )
