@@ -23,12 +23,25 @@ options:
     type: list
     elements: str
     required: true
+  host_packages:
+    description: Debian packages a host needs and a container does not (reported only outside one).
+    type: list
+    elements: str
+    default: []
   user:
     description: The service user to look up.
     type: str
     required: true
   group:
     description: The service group to look up.
+    type: str
+    required: true
+  shell:
+    description: The service user's login shell, as the role wants it.
+    type: str
+    required: true
+  home:
+    description: The service user's home, as the role wants it.
     type: str
     required: true
 """
@@ -39,6 +52,8 @@ EXAMPLES = r"""
     packages: [python3-venv, systemd]
     user: vllm
     group: vllm
+    shell: /usr/sbin/nologin
+    home: /var/cache/specdeploy
   register: found
 """
 
@@ -48,7 +63,9 @@ container:
   type: str
   returned: always
 missing_packages:
-  description: The packages (of those asked) that are not installed.
+  description: >-
+    The packages (of those asked; host packages only outside a container) that are not
+    installed.
   type: list
   returned: always
 user:
@@ -57,6 +74,14 @@ user:
   returned: always
 group:
   description: C(exists), and when it does C(gid).
+  type: dict
+  returned: always
+accounts_ok:
+  description: The group and the user exist, the user in that group with that shell and home.
+  type: bool
+  returned: always
+ansible_facts:
+  description: C(gpu_node_container) (the container type) and C(gpu_node_in_container).
   type: dict
   returned: always
 """
@@ -118,20 +143,44 @@ def group_entry(name: str) -> dict:
 # Read-only: check mode runs it as it is.
 ARGUMENT_SPEC = {
     "packages": {"type": "list", "elements": "str", "required": True},
+    "host_packages": {"type": "list", "elements": "str", "default": []},
     "user": {"type": "str", "required": True},
     "group": {"type": "str", "required": True},
+    "shell": {"type": "str", "required": True},
+    "home": {"type": "str", "required": True},
 }
+
+
+def accounts_ok(user: dict, group: dict, shell: str, home: str) -> bool:
+    """Whether the group and user tasks would change nothing (so the role skips them)."""
+    return bool(
+        user["exists"]
+        and group["exists"]
+        and user["shell"] == shell
+        and user["home"] == home
+        and user["gid"] == group["gid"]
+    )
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
+    container = container_type()
+    user, group = user_entry(params["user"]), group_entry(params["group"])
     module.exit_json(
         changed=False,
-        container=container_type(),
-        missing_packages=missing_packages(params["packages"]),
-        user=user_entry(params["user"]),
-        group=group_entry(params["group"]),
+        container=container,
+        missing_packages=missing_packages(
+            params["packages"] + ([] if container != "none" else params["host_packages"])
+        ),
+        user=user,
+        group=group,
+        accounts_ok=accounts_ok(user, group, params["shell"], params["home"]),
+        # Facts straight from the module: a set_fact after it was one more task per node.
+        ansible_facts={
+            "gpu_node_container": container,
+            "gpu_node_in_container": container != "none",
+        },
     )
 
 

@@ -267,8 +267,8 @@ def test_a_hand_edited_unit_on_a_serving_node_is_put_back_and_restarted(first, p
 
 def plan_shown(run, host: str) -> list[str]:
     """The plan shown for a node (playbooks/plan.yml: `make plan` and the deploy's first play)."""
-    task = run.stdout.index("TASK [Show the plan for this node]")
-    start = run.stdout.index(f"ok: [{host}] => {{", task)
+    task = run.stdout.index("TASK [Show the plan of every node]")
+    start = run.stdout.index(f"(item={host}) => {{", task)
     body = run.stdout[start:].split(" => ", 1)[1]
     return json.loads(body[: body.index("\n}") + 2])["msg"]
 
