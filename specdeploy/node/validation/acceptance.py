@@ -30,6 +30,7 @@ from pathlib import Path
 from specdeploy.node import jsontext
 from specdeploy.node.validation import metrics
 from specdeploy.node.validation.smoke import Client, HttpError, completion_tokens
+from specdeploy.node.validation.workload import Workload
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "prompts.jsonl"
 
@@ -131,24 +132,49 @@ class Spread:
         return asdict(self) | {"n": len(self.values)}
 
 
+_WORKLOAD = Workload()  # the defaults of the workload fields below, written once in Workload
+
+
 @dataclass
 class AcceptanceConfig:
     served_model_name: str
     prompts: list[Prompt]
-    max_requests: int = 20
-    time_budget_s: float = 300.0
-    repeats: int = 1
-    request_timeout_s: float = 120.0
+    max_requests: int = _WORKLOAD.max_requests
+    time_budget_s: float = _WORKLOAD.time_budget_s
+    repeats: int = _WORKLOAD.repeats
+    request_timeout_s: float = _WORKLOAD.request_timeout_s
     metrics_timeout_s: float = 10.0
-    warmup: int = 1
-    concurrency: int = 1
-    max_tokens: int | None = None
+    warmup: int = _WORKLOAD.warmup
+    concurrency: int = _WORKLOAD.concurrency
+    max_tokens: int | None = _WORKLOAD.max_tokens
     no_spec_baseline: bool = False
-    endpoint: str = "chat"  # chat: the server applies the model's chat template
-    temperature: float = 0.0
-    top_p: float = 1.0
+    endpoint: str = _WORKLOAD.endpoint  # chat: the server applies the model's chat template
+    temperature: float = _WORKLOAD.temperature
+    top_p: float = _WORKLOAD.top_p
     per_kind: bool = True  # one /metrics window per prompt kind after the repeats
     per_kind_requests: int = 4
+
+    @classmethod
+    def of(
+        cls, workload: Workload, served_model_name: str, prompts: list[Prompt], **rest: object
+    ) -> AcceptanceConfig:
+        """The acceptance run of ``workload`` (its prompts already read); ``rest``: the
+        fields that are not the workload's (no_spec_baseline, per_kind, ...)."""
+        return cls(
+            served_model_name=served_model_name,
+            prompts=prompts,
+            max_requests=workload.max_requests,
+            time_budget_s=workload.time_budget_s,
+            repeats=workload.repeats,
+            request_timeout_s=workload.request_timeout_s,
+            warmup=workload.warmup,
+            concurrency=workload.concurrency,
+            max_tokens=workload.max_tokens,
+            endpoint=workload.endpoint,
+            temperature=workload.temperature,
+            top_p=workload.top_p,
+            **rest,  # type: ignore[arg-type]
+        )
 
 
 @dataclass

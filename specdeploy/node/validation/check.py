@@ -7,13 +7,17 @@ Usage::
         [--time-budget S] [--repeats N] [--max-tokens N] [--warmup N] [--concurrency N]
         [--endpoint chat|completions] [--temperature T] [--top-p P]
         [--levels 1,8,32 [--min-window-s S]]
-        [--request-timeout S] [--gates FILE] [--baseline-tps X|1=X,8=Y | --baseline-file F]
+        [--request-timeout S] [--workload-json JSON]
+        [--gates FILE] [--baseline-tps X|1=X,8=Y | --baseline-file F]
         [--baseline-source knob|history|serving-release|baseline-start] [--previous-file F]
         [--speed-up-waiver REASON] [--no-spec-baseline] [--wait-ready S] [--node NAME]
         [--release ID] [--label KEY=VALUE ...] [--json] [--out FILE]
     python -m specdeploy.node.validation.check baseline --base-url U --served-model-name M
         --levels 1,8,32 [--endpoint chat] [--min-window-s S] [--repeats N] [--max-tokens T]
-        [--prompts FILE] --out FILE [--json]
+        [--prompts FILE] [--workload-json JSON] --out FILE [--json]
+
+The workload flags (and ``--workload-json``, the same fields as one JSON object, which the
+validation role passes) are :class:`specdeploy.node.validation.workload.Workload`'s.
 
 ``baseline`` measures whatever serves now (no gates) and writes a ``specdeploy.throughput/1``
 document (:mod:`specdeploy.node.validation.speed`); exit 0, or 2 when it could not measure.
@@ -90,6 +94,7 @@ from specdeploy.node import cli
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write
 from specdeploy.node.validation import acceptance, gate, loadgen, smoke, speed
 from specdeploy.node.validation.result import new_result, now
+from specdeploy.node.validation.workload import Workload, WorkloadError
 
 
 def default_release() -> str | None:
@@ -119,31 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key-file",
         help="file holding the API key (else $SPECDEPLOY_API_KEY or $VLLM_API_KEY)",
     )
-    p.add_argument("--prompts", help="prompt set JSONL (default: the shipped set)")
-    p.add_argument("--max-requests", type=int, default=20, help="per repeat (default 20)")
-    p.add_argument(
-        "--time-budget",
-        type=cli.finite_float,
-        default=300.0,
-        help="seconds for the whole acceptance run, all repeats (default 300)",
-    )
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--max-tokens", type=int, help="override every prompt's max_tokens")
-    p.add_argument("--warmup", type=int, default=1, help="uncounted warm-up requests")
-    p.add_argument("--concurrency", type=int, default=1)
-    p.add_argument("--request-timeout", type=cli.finite_float, default=120.0)
+    Workload.add_arguments(p)
     p.add_argument(
         "--smoke-timeout",
         type=cli.finite_float,
         default=None,
         help="scale: completion/determinism stage timeout in seconds",
-    )
-    p.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
-    p.add_argument("--temperature", type=cli.finite_float, default=0.0, help="0: greedy (default)")
-    p.add_argument("--top-p", type=cli.finite_float, default=1.0)
-    p.add_argument("--levels", help="concurrency levels to measure and gate, e.g. 1,8,32")
-    p.add_argument(
-        "--min-window-s", type=cli.finite_float, default=5.0, help="per repeat and level"
     )
     p.add_argument("--no-per-kind", action="store_true", help="no acceptance window per kind")
     p.add_argument("--gates", help="JSON/YAML thresholds mapping")
@@ -183,13 +169,6 @@ def _fmt_value(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
     return str(v)
-
-
-# The options of ``check acceptance`` that set the AcceptanceConfig field of the same name.
-_ACCEPTANCE_OPTIONS = (
-    "max_requests", "repeats", "warmup", "concurrency", "max_tokens", "no_spec_baseline",
-    "endpoint", "temperature", "top_p"
-)  # fmt: skip
 
 
 def render_table(result: dict[str, object]) -> str:
@@ -286,7 +265,9 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return labels
 
 
-def run(args: argparse.Namespace) -> dict[str, object]:
+def run(args: argparse.Namespace, workload: Workload | None = None) -> dict[str, object]:
+    """The checks of ``args.mode`` with ``workload`` (default: the one ``args`` give)."""
+    workload = workload or Workload.from_args(args)
     t0 = time.monotonic()
     labels = _labels(args.label)
     result: dict[str, object] = new_result(
@@ -307,11 +288,13 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         thresholds = gate.load_thresholds(args.gates)  # validate before measuring
     if args.speed_up_waiver is not None:  # the inventory knob wins over the gates file
         thresholds.speed_up_waiver = args.speed_up_waiver.strip()
-    with cli.naming("--prompts", args.prompts):
-        prompts = acceptance.load_prompts(args.prompts) if args.mode != "smoke" else []
-    levels = speed.parse_levels(args.levels) if args.levels else [args.concurrency]
+    with cli.naming("--prompts", workload.prompts):
+        prompts = acceptance.load_prompts(workload.prompts) if args.mode != "smoke" else []
+    levels = workload.measured_levels
     if args.mode != "smoke":  # a gate for a level never measured would be dropped silently
-        gate.validate(thresholds, 0, levels, flag="--levels" if args.levels else "--concurrency")
+        gate.validate(
+            thresholds, 0, levels, flag="--levels" if workload.levels else "--concurrency"
+        )
     baseline: dict[int, float] | None = None
     source: str | None = args.baseline_source
     if args.baseline_tps is not None:
@@ -363,27 +346,26 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             result["server_version"] = v if isinstance(v, str) else None
         except (smoke.HttpError, ValueError, AttributeError):
             pass
-        acfg = acceptance.AcceptanceConfig(
+        acfg = acceptance.AcceptanceConfig.of(
+            workload,
             served_model_name=args.served_model_name,
             prompts=prompts,
-            time_budget_s=args.time_budget,
-            request_timeout_s=args.request_timeout,
+            no_spec_baseline=args.no_spec_baseline,
             per_kind=not args.no_per_kind,
-            **{name: getattr(args, name) for name in _ACCEPTANCE_OPTIONS},
         )
         ares = acceptance.run_acceptance(client, acfg)
         measured: list[dict[str, object]] = []
         if ares.ok:
-            one = (baseline or {}).get(args.concurrency)
+            one = (baseline or {}).get(workload.concurrency)
             if one:
                 ares.set_baseline(one, source or "--baseline-tps")
-            if args.levels:
+            if workload.levels:
                 try:
-                    measured = _measure(args, levels, prompts, api_key)
+                    measured = _measure(args, workload, prompts, api_key)
                 except loadgen.LoadgenError as e:
                     ares.status, ares.message = "error", f"could not measure the levels: {e}"
             else:
-                measured = gate.levels_from_acceptance(ares, args.concurrency)
+                measured = gate.levels_from_acceptance(ares, workload.concurrency)
         speed_res = gate.evaluate_speed(
             measured,
             baseline,
@@ -403,11 +385,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         gres = gate.evaluate(
             ares,
             thresholds,
-            speed_res if args.levels else None,
+            speed_res if workload.levels else None,
             prev_res,
-            concurrency=args.concurrency,
+            concurrency=workload.concurrency,
         )
-        if not args.levels and gres.speed is not None:
+        if not workload.levels and gres.speed is not None:
             speed_res = gres.speed
         result["acceptance"] = ares.to_dict()
         result["speed"] = speed_res if ares.ok else None
@@ -428,34 +410,21 @@ def run(args: argparse.Namespace) -> dict[str, object]:
 
 def _measure(
     args: argparse.Namespace,
-    levels: list[int],
+    workload: Workload,
     prompts: list[acceptance.Prompt],
     api_key: str | None,
 ) -> list[dict[str, object]]:
-    """The workload of the command line at each concurrency level (validation and baseline)."""
-    return speed.measure(
-        args.base_url,
-        args.served_model_name,
-        levels,
-        prompts,
-        api_key=api_key,
-        endpoint=args.endpoint,
-        max_tokens=args.max_tokens or 128,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        repeats=args.repeats,
-        min_window_s=args.min_window_s,
-        timeout_s=args.request_timeout,
-    )
+    """The workload at each of its concurrency levels (validation and baseline)."""
+    return speed.measure(args.base_url, args.served_model_name, workload, prompts, api_key=api_key)
 
 
-def run_baseline(args: argparse.Namespace) -> dict[str, object]:
+def run_baseline(args: argparse.Namespace, workload: Workload | None = None) -> dict[str, object]:
     """``check baseline``: throughput per level of whatever serves now (no gates)."""
-    if not args.levels:
+    workload = workload or Workload.from_args(args)
+    if not workload.levels:
         raise speed.SpeedInputError("baseline: --levels is required, e.g. --levels 1,8,32")
-    levels = speed.parse_levels(args.levels)
-    with cli.naming("--prompts", args.prompts):
-        prompts = acceptance.load_prompts(args.prompts)
+    with cli.naming("--prompts", workload.prompts):
+        prompts = acceptance.load_prompts(workload.prompts)
     with cli.naming("--api-key-file", args.api_key_file):
         api_key = smoke.read_api_key(args.api_key_file)
     client = smoke.Client(args.base_url, api_key)
@@ -463,13 +432,13 @@ def run_baseline(args: argparse.Namespace) -> dict[str, object]:
         spec = speed.serves_speculatively(client, args.served_model_name)
     except smoke.HttpError as e:
         raise loadgen.LoadgenError(f"/metrics: {e}") from None
-    measured = _measure(args, levels, prompts, api_key)
+    measured = _measure(args, workload, prompts, api_key)
     return speed.throughput_document(
         measured,
         release=args.release or default_release(),
         speculative=spec,
         model=args.served_model_name,
-        endpoint=args.endpoint,
+        endpoint=workload.endpoint,
         node=args.node or socket.gethostname(),
         labels=_labels(args.label),
     )
@@ -487,12 +456,14 @@ def _write(path: str, text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.max_requests < 1 or args.concurrency < 1:
-        parser.error("--repeats, --max-requests and --concurrency must be >= 1")
+    try:
+        workload = Workload.from_args(args)
+    except WorkloadError as e:
+        return cli.usage_error("spec-check", e)
     try:
         cli.check_paths(
             readable=[
-                ("--prompts", args.prompts),
+                ("--prompts", workload.prompts),
                 ("--gates", args.gates),
                 ("--api-key-file", args.api_key_file),
                 ("--baseline-file", args.baseline_file),
@@ -504,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         return cli.usage_error("spec-check", e)
     if args.mode == "baseline":
         try:
-            doc = run_baseline(args)
+            doc = run_baseline(args, workload)
         except cli.PathError as e:
             return cli.usage_error("spec-check", e)
         except (loadgen.LoadgenError, ValueError, OSError) as e:
@@ -521,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
             print(loadgen.render_table(rows))
         return 0
     try:
-        result = run(args)
+        result = run(args, workload)
     except cli.PathError as e:
         return cli.usage_error("spec-check", e)
     except (gate.GateConfigError, ValueError, OSError) as e:

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from specdeploy.node import jsontext
+from specdeploy.node.validation.workload import LEVEL_MAX_TOKENS, Workload, WorkloadError
 
 ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 MIN_REQUESTS_PER_REPEAT = 8  # and at least two per worker: max(8, 2c)
@@ -335,6 +336,36 @@ def measure_levels(
     return results
 
 
+def measure_workload(
+    base_url: str,
+    model: str,
+    workload: Workload,
+    *,
+    prompts: list[list[dict]],
+    api_key: str | None = None,
+    ignore_eos: bool = True,
+    warmup_per_level: bool = False,
+) -> list[LevelResult]:
+    """:func:`measure_levels` of the workload's levels, sampling, window and warm-up."""
+    return measure_levels(
+        base_url,
+        model,
+        workload.measured_levels,
+        prompts=prompts,
+        max_tokens=workload.level_max_tokens,
+        temperature=workload.temperature,
+        top_p=workload.top_p,
+        repeats=workload.repeats,
+        min_window_s=workload.min_window_s,
+        endpoint=workload.endpoint,
+        api_key=api_key,
+        timeout_s=workload.request_timeout_s,
+        ignore_eos=ignore_eos,
+        warmup_requests=workload.warmup,
+        warmup_per_level=warmup_per_level,
+    )
+
+
 def load_prompts_file(path: str | Path) -> list[list[dict]]:
     """JSONL, one prompt a line: ``{"messages": [{"role": ..., "content": ...}, ...]}`` or
     ``{"prompt": "text"}`` (sent as one user message). Raises :class:`LoadgenError`."""
@@ -388,14 +419,14 @@ def served_model(base_url: str, api_key: str | None, timeout_s: float) -> str:
         raise LoadgenError(f"{base_url}/v1/models: {getattr(e, 'reason', e)}") from e
 
 
-def _levels(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers") from None
-    if not levels or min(levels) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: one or more integers >= 1")
-    return levels
+# The load generator's own defaults: three repeats give a spread, and 1,4,16 spans a lone
+# user to a loaded node when nothing says which levels matter.
+DEFAULT_WORKLOAD = Workload(levels=(1, 4, 16), repeats=3, max_tokens=LEVEL_MAX_TOKENS)
+# The workload fields this command measures with (the acceptance run's own are the checker's).
+WORKLOAD_FIELDS = (
+    "levels", "prompts", "endpoint", "max_tokens", "temperature", "top_p", "repeats",
+    "min_window_s", "warmup", "request_timeout_s",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -405,15 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     ap.add_argument("--model", help="served model name (default: the first in /v1/models)")
-    ap.add_argument("--levels", type=_levels, default=[1, 4, 16], help="e.g. 1,4,16,64")
-    ap.add_argument("--prompts-file", help="JSONL of messages or prompts (default: toolkit's)")
-    ap.add_argument("--endpoint", choices=sorted(ENDPOINTS), default="chat")
-    ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--min-window-s", type=float, default=5.0)
-    ap.add_argument("--timeout-s", type=float, default=120.0)
+    Workload.add_arguments(ap, DEFAULT_WORKLOAD, WORKLOAD_FIELDS)
     ap.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS")
     ap.add_argument(
         "--warmup-per-level", action="store_true", help="one unmeasured round before each level"
@@ -438,22 +461,13 @@ def render_table(rows: list[LevelResult]) -> str:
     return "\n".join(out)
 
 
-# The command-line options passed to measure_levels under their own name.
-_MEASURE_OPTIONS = (
-    "max_tokens", "temperature", "top_p", "repeats", "min_window_s", "endpoint", "timeout_s",
-    "warmup_per_level"
-)  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
-    if a.repeats < 1 or a.max_tokens < 1 or a.min_window_s < 0 or a.timeout_s <= 0:
-        print(
-            "loadgen: --repeats and --max-tokens must be >= 1, --min-window-s >= 0, "
-            "--timeout-s > 0",
-            file=sys.stderr,
-        )
+    try:
+        workload = Workload.from_args(a, DEFAULT_WORKLOAD)
+    except WorkloadError as e:
+        print(f"loadgen: {e}", file=sys.stderr)
         return 2
     api_key = None
     if a.api_key_env:
@@ -462,16 +476,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"loadgen: environment variable {a.api_key_env} is not set", file=sys.stderr)
             return 2
     try:
-        prompts = load_prompts_file(a.prompts_file or default_prompts_file())
-        model = a.model or served_model(a.base_url, api_key, a.timeout_s)
-        rows = measure_levels(
+        prompts = load_prompts_file(workload.prompts or default_prompts_file())
+        model = a.model or served_model(a.base_url, api_key, workload.request_timeout_s)
+        rows = measure_workload(
             a.base_url,
             model,
-            a.levels,
+            workload,
             prompts=prompts,
             api_key=api_key,
             ignore_eos=not a.no_ignore_eos,
-            **{name: getattr(a, name) for name in _MEASURE_OPTIONS},
+            warmup_per_level=a.warmup_per_level,
         )
     except LoadgenError as e:
         print(f"loadgen: {e}", file=sys.stderr)
@@ -479,12 +493,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(
             json.dumps(
-                {"model": model, "endpoint": a.endpoint, "levels": [to_dict(r) for r in rows]},
+                {
+                    "model": model,
+                    "endpoint": workload.endpoint,
+                    "levels": [to_dict(r) for r in rows],
+                },
                 indent=1,
             )
         )
     else:
-        print(f"model {model}, endpoint {a.endpoint}, max_tokens {a.max_tokens}")
+        print(
+            f"model {model}, endpoint {workload.endpoint}, max_tokens {workload.level_max_tokens}"
+        )
         print(render_table(rows))
     return 0
 

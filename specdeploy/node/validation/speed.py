@@ -31,6 +31,7 @@ from specdeploy.node import cli, jsontext
 from specdeploy.node.validation import loadgen, metrics
 from specdeploy.node.validation.acceptance import Prompt
 from specdeploy.node.validation.smoke import Client
+from specdeploy.node.validation.workload import Workload
 
 THROUGHPUT_SCHEMA = "specdeploy.throughput/1"
 BASELINE_SOURCES = ("knob", "history", "serving-release", "baseline-start")
@@ -49,16 +50,6 @@ class LevelsFile:
     def at(self, levels: list[int]) -> dict[int, float]:
         """The figures of the ``levels`` asked for that this file measured (no others)."""
         return {c: t for c, t in self.levels.items() if c in levels}
-
-
-def parse_levels(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise SpeedInputError(f"--levels {text!r}: comma-separated integers, e.g. 1,8,32") from None
-    if not levels or min(levels) < 1 or len(set(levels)) != len(levels):
-        raise SpeedInputError(f"--levels {text!r}: distinct integers >= 1")
-    return levels
 
 
 def parse_baseline_tps(text: str, levels: list[int]) -> dict[int, float]:
@@ -150,32 +141,16 @@ def read_levels_file(path: str | Path) -> LevelsFile:
 def measure(
     base_url: str,
     model: str,
-    levels: list[int],
+    workload: Workload,
     prompts: list[Prompt],
     *,
     api_key: str | None,
-    endpoint: str = "chat",
-    max_tokens: int = 128,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    repeats: int = 3,
-    min_window_s: float = 5.0,
-    timeout_s: float = 120.0,
 ) -> list[dict[str, object]]:
-    """Each level measured by the load generator (``loadgen.to_dict`` form)."""
-    rows = loadgen.measure_levels(
-        base_url,
-        model,
-        levels,
-        prompts=[p.as_messages() for p in prompts],
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        repeats=repeats,
-        min_window_s=min_window_s,
-        endpoint=endpoint,
-        api_key=api_key,
-        timeout_s=timeout_s,
+    """Each of the workload's levels measured by the load generator (``loadgen.to_dict``
+    form); ``prompts`` are the workload's, already read (the caller reads them once for the
+    acceptance run too)."""
+    rows = loadgen.measure_workload(
+        base_url, model, workload, prompts=[p.as_messages() for p in prompts], api_key=api_key
     )
     return [loadgen.to_dict(r) for r in rows]
 
