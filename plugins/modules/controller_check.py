@@ -30,16 +30,8 @@ options:
   chdir:
     description: The directory the command runs in.
     type: path
-attributes:
-  check_mode:
-    support: full
-    description: Runs in check mode too; the checks are read-only.
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  action:
-    support: full
-    description: Runs on the controller only.
+extends_documentation_fragment:
+  - specdeploy.toolkit.read_only_action
 notes:
   - The answer of one run is never reused by another run.
 """

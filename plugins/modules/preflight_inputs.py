@@ -36,16 +36,8 @@ options:
     type: list
     elements: str
     choices: [inputs, balancer, knobs, validation, engine]
-attributes:
-  check_mode:
-    support: full
-    description: Runs in check mode too; the checks are read-only.
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  action:
-    support: full
-    description: Runs on the controller only.
+extends_documentation_fragment:
+  - specdeploy.toolkit.read_only_action
 """
 
 EXAMPLES = r"""

@@ -25,16 +25,8 @@ options:
     description: The registered result of M(specdeploy.toolkit.node_probe).
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-    description: Runs in check mode too; the checks are read-only.
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  action:
-    support: full
-    description: Runs on the controller only.
+extends_documentation_fragment:
+  - specdeploy.toolkit.read_only_action
 """
 
 EXAMPLES = r"""

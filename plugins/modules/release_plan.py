@@ -39,16 +39,8 @@ options:
         description: Server arguments the hardware calls for.
         type: list
         elements: str
-attributes:
-  check_mode:
-    support: full
-    description: Runs in check mode too; it changes nothing.
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  action:
-    support: full
-    description: Runs on the controller only.
+extends_documentation_fragment:
+  - specdeploy.toolkit.read_only_action
 """
 
 EXAMPLES = r"""
