@@ -20,9 +20,10 @@ export PYTHONPATH := $(CURDIR)/tests$(if $(PYTHONPATH),:$(PYTHONPATH))
 PLAYBOOK    := $(BIN)/ansible-playbook
 # Host packages the tools need (debootstrap and systemd-nspawn for the sandbox nodes; promtool,
 # node_exporter and a headless chromium for the monitoring and report tests; haproxy, the
-# sandbox's load balancer for the drain).
+# sandbox's load balancer for the drain; nftables, to cut one sandbox node off the network in
+# the fault suite).
 APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psmisc \
-                prometheus prometheus-node-exporter chromium haproxy
+                prometheus prometheus-node-exporter chromium haproxy nftables
 
 .PHONY: drafter drafter-venv help setup demo test test-faults lint collection bench deploy plan rollback validate advise status schedule unschedule monitoring \
         sandbox-up sandbox-down preflight clear-caches prefetch clean compare-engines

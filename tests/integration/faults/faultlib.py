@@ -203,6 +203,16 @@ ROWS: dict[str, tuple[str, str, str]] = {
         "read-only file system; the rollout stops; the old release serves on both nodes, in "
         "rotation; 0 failed, 0 cut",
     ),
+    "network-cut": (
+        "traffic",
+        "one node cut off the network mid-stage (nftables drops everything to and from the "
+        "canary's address once its new release's directory appears; it serves in rotation), "
+        "lifted after the run ended, then the deploy re-run",
+        "the run stops within SSH's timeouts naming the unreachable node; the rollout stops, "
+        "the other node is not touched and keeps serving; HAProxy's checks take the cut node "
+        "out; the re-run completes the rollout; 0 failed on the fleet, only requests in "
+        "flight on the cut node lost",
+    ),
 }
 GROUPS = {
     "first": "the first deploy fails; base release; concurrent deploy; readiness faults",

@@ -16,7 +16,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 import urllib.request
 
@@ -37,6 +39,7 @@ from faultlib import (
 )
 from test_live_traffic import rotation, wait_in_rotation
 from testbed.sandbox import balancer
+from testbed.sandbox.config import instance
 
 GROUP = "traffic"
 NODES = 2
@@ -52,6 +55,8 @@ C = {
 }
 # E: a release the disk error stops while it is written (a new stand-in profile: a new id)
 E = {"specdeploy_standin_profile": profile("pass", max_request_s=9.3)}
+# F: the release whose rollout a network cut of the canary stops (a new id: a build to cut into)
+F = {"specdeploy_standin_profile": profile("pass", max_request_s=9.2)}
 QUIET_S = 4  # traffic before and after each fault: the baseline p99 and the recovery
 WORKERS = 2  # client threads (livetraffic.Traffic's default)
 
@@ -581,5 +586,172 @@ def test_a_disk_error_turns_the_releases_filesystem_read_only_mid_build(node, id
         f"{state}; release E={ids['E']} stopped on {hosts[0]} (written so far: "
         f"{', '.join(seen['listing']) or 'nothing'}), never built on {hosts[1]}",
         f"on each node: {lost[0]}",
+        traffic=summary,
+    )
+
+
+class NetworkCut:
+    """One sandbox node cut off the network: an nftables table of this sandbox instance's own,
+    whose input chain drops every packet to the node's address from anywhere else and every
+    packet from it to anywhere else (the nodes share the host's network namespace, so that is
+    SSH from the controller, HAProxy's checks and requests, the node's answers; the node still
+    reaches itself). `lift` deletes the table; so does the case's `finally`."""
+
+    def __init__(self, address: str) -> None:
+        assert address.startswith("127."), address  # loopback only, ever
+        self.address = address
+        self.table = f"specdeploy_fault_{instance()}"
+
+    def nft(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            ["nft", *args], capture_output=True, text=True, timeout=30, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"nft {' '.join(args)}: {result.stderr.strip()}")
+        return result
+
+    def prepare(self) -> None:
+        """The table and its chain, no rule yet; a visible skip where nftables cannot be used
+        (no nft, or no CAP_NET_ADMIN), never a failure of the environment."""
+        if shutil.which("nft") is None:
+            pytest.skip("nft is not installed (Debian package nftables; `make setup`)")
+        self.lift()  # a table an interrupted run left
+        made = self.nft("add", "table", "inet", self.table, check=False)
+        if made.returncode != 0:
+            pytest.skip(f"nft cannot create a table here (CAP_NET_ADMIN?): {made.stderr.strip()}")
+        self.nft(
+            "add", "chain", "inet", self.table, "input",
+            "{ type filter hook input priority 0; policy accept; }",
+        )  # fmt: skip
+
+    def cut(self) -> None:
+        node = self.address
+        for rule in (f"ip daddr {node} ip saddr != {node}", f"ip saddr {node} ip daddr != {node}"):
+            self.nft("add", "rule", "inet", self.table, "input", *rule.split(), "drop")
+
+    def lift(self) -> None:
+        if self.nft("list", "table", "inet", self.table, check=False).returncode == 0:
+            self.nft("delete", "table", "inet", self.table)
+
+
+def unreachable_hosts(run) -> dict[str, str]:
+    """host -> the message of its (last) unreachable result, from the run's JSON report."""
+    found = {}
+    for play in (run.report or {}).get("plays", []):
+        for task in play["tasks"]:
+            for host, result in task["hosts"].items():
+                if result.get("unreachable"):
+                    found[host] = str(result.get("msg", ""))
+    return found
+
+
+CUT_HELD_S = 75  # longer than the client's read timeout (60 s): what was in flight on it is cut
+
+
+def test_a_node_cut_off_the_network_mid_stage_then_the_deploy_rerun(node, ids, hosts):
+    """The canary is cut off the network (nftables drops everything to and from its address)
+    while its stage builds the new release and it still serves in rotation: the moment the new
+    release's directory appears there. The cut is held until the run has ended and at least
+    CUT_HELD_S, then lifted; the operator runs the same deploy again."""
+    canary, other = node.on(0), node.on(1)
+    address = node.cluster.nodes[0].address
+    cut = NetworkCut(address)
+    cut.prepare()
+    serving = canary.current()
+    assert serving and other.current() == serving
+    before = [node.on(i).snapshot() for i in range(NODES)]
+    releases = f"{ROOT}/releases"
+    seen: dict = {}
+
+    def cut_then_rerun():
+        proc = node.start(extra=F)
+        deadline = time.monotonic() + 600
+        while True:
+            new = [n for n in canary.sh(f"ls {releases}").split() if n not in before[0]["releases"]]
+            if new:
+                break
+            assert proc.poll() is None, "the deploy ended before it wrote a new release"
+            assert time.monotonic() < deadline, "no new release directory appeared"
+            time.sleep(0.2)
+        cut.cut()
+        cut_at = time.monotonic()
+        seen["new"] = new[0]
+        seen["rotation_at_cut"] = rotation(hosts)
+        wait_until(lambda: rotation(hosts)[hosts[0]] == "down", 15, "the health check")
+        seen["out_after_s"] = time.monotonic() - cut_at
+        seen["run"] = node.finish(proc)
+        seen["exit_after_s"] = time.monotonic() - cut_at
+        seen["rotation"] = rotation(hosts)
+        seen["other"] = other.current()
+        seen["other_releases"] = other.snapshot()["releases"]
+        time.sleep(max(0.0, CUT_HELD_S - (time.monotonic() - cut_at)))
+        cut.lift()
+        seen["held_s"] = time.monotonic() - cut_at
+        seen["back"] = wait_in_rotation(hosts, 30)
+        seen["canary"] = (canary.current(), canary.serving_process_release())
+        return node(extra=F)
+
+    try:
+        rerun, summary = under_traffic(cut_then_rerun, ids["model"])
+    finally:
+        cut.lift()
+    ids["F"] = seen["new"]
+    state = fleet(node, hosts, ids)
+    run = seen["run"]
+    # the canary was serving, in rotation, when it was cut; HAProxy's checks took it out
+    assert seen["rotation_at_cut"] == dict.fromkeys(hosts, "in rotation"), seen
+    assert seen["out_after_s"] < 10, seen
+    # the run stops, in bounded time (SSH: ServerAliveInterval 15 x ServerAliveCountMax 3 on
+    # the open connection, ConnectTimeout 10 on a new one), naming the node it lost
+    assert run.rc in (2, 4), run.message
+    assert seen["exit_after_s"] < 180, seen
+    lost_hosts = unreachable_hosts(run)
+    assert list(lost_hosts) == [hosts[0]], lost_hosts
+    assert address in lost_hosts[hosts[0]], lost_hosts
+    recap = (run.report or {}).get("stats", {})
+    assert recap[hosts[1]]["unreachable"] == 0 and recap[hosts[1]]["failures"] == 0, recap
+    # the rollout stopped: the other node was not touched, served the old release, in rotation
+    assert f"{hosts[1]}: out of rotation" not in run.stdout
+    assert f"{hosts[0]}: out of rotation" not in run.stdout  # cut before any drain
+    assert seen["other"] == serving, seen
+    assert ids["F"] not in seen["other_releases"], seen
+    assert seen["rotation"] == {hosts[0]: "down", hosts[1]: "in rotation"}, seen
+    # the cut lifted: the canary's server (never stopped) is back in rotation on the old release
+    assert seen["back"] == dict.fromkeys(hosts, "in rotation"), seen
+    assert seen["canary"] == (serving, serving), seen
+    # the re-run completes the rollout
+    assert rerun.rc == 0, rerun.message
+    assert first_release_of(rerun) == ids["F"]
+    for i in range(NODES):
+        node.on(i).serves(ids["F"])
+    assert wait_in_rotation(hosts, 10) == dict.fromkeys(hosts, "in rotation")
+    lost = [node.on(i).nothing_lost(before[i], rerun) for i in range(NODES)]
+    # The fleet kept serving: a request HAProxy sent to the cut node before its checks took it
+    # out is refused at connect time and redispatched. A request the cut node already held
+    # cannot be saved by anyone (no L7 retry): it ends at the client's read timeout (60 s),
+    # as `failed` if no byte of the answer had come, `cut` if the stream had begun; at most one
+    # per client thread.
+    assert summary["sent_during"] >= 5, summary
+    assert all("timed out" in problem for problem in summary["problems"]), summary["problems"]
+    assert summary["failed"] + summary["cut"] <= WORKERS, summary["problems"]
+    assert summary["completed"] + summary["failed"] + summary["cut"] == summary["sent"], summary
+    stale = "broke a stale deploy lock" in rerun.stdout
+    record(
+        "network-cut",
+        rerun,
+        f"the first run: exit {run.rc} {seen['exit_after_s']:.0f} s after the cut "
+        f"({hosts[0]} unreachable: “{lost_hosts[hosts[0]][:160]}”; {hosts[1]} not touched, "
+        f"served {serving}, in rotation); HAProxy's checks had {hosts[0]} down "
+        f"{seen['out_after_s']:.1f} s after the cut; the cut lifted after "
+        f"{seen['held_s']:.0f} s: {hosts[0]} back in rotation on {serving} (its server never "
+        f"stopped); the re-run{' broke the stale deploy lock and' if stale else ''} completed "
+        f"the rollout: {state}",
+        f"on each node: {lost[0]}",
+        cut=(
+            f"{summary['failed'] + summary['cut']} request(s) in flight on {hosts[0]} at the "
+            "cut ended at the client's 60 s read timeout"
+            if summary["failed"] + summary["cut"]
+            else f"no request was in flight on {hosts[0]} at the cut"
+        ),
         traffic=summary,
     )
