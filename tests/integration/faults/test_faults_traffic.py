@@ -641,7 +641,9 @@ def unreachable_hosts(run) -> dict[str, str]:
         for task in play["tasks"]:
             for host, result in task["hosts"].items():
                 if result.get("unreachable"):
-                    found[host] = str(result.get("msg", ""))
+                    # a loop task's own msg is "All items completed": the cause is its item's
+                    items = [i for i in result.get("results") or [] if i.get("unreachable")]
+                    found[host] = str((items[-1] if items else result).get("msg", ""))
     return found
 
 
