@@ -708,8 +708,9 @@ def test_a_node_cut_off_the_network_mid_stage_then_the_deploy_rerun(node, ids, h
     assert run.rc in (2, 4), run.message
     assert seen["exit_after_s"] < 180, seen
     lost_hosts = unreachable_hosts(run)
+    # (the cause Ansible gives depends on the step the cut lands in: data not sent to the
+    # address, a become prompt timed out, ...; the host is what the operator reads)
     assert list(lost_hosts) == [hosts[0]], lost_hosts
-    assert address in lost_hosts[hosts[0]], lost_hosts
     recap = (run.report or {}).get("stats", {})
     assert recap[hosts[1]]["unreachable"] == 0 and recap[hosts[1]]["failures"] == 0, recap
     # the rollout stopped: the other node was not touched, served the old release, in rotation
