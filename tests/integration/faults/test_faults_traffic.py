@@ -98,6 +98,23 @@ def no_request_lost(summary: dict) -> None:
     assert summary["completed"] == summary["sent"], summary
 
 
+def wait_while_deploying(proc, ready, ended: str, timed_out: str, timeout_s: float = 600):
+    """Poll ``ready()`` until it answers something true, and return that, while the deploy
+    ``proc`` still runs (``ended`` if it stopped first) and within ``timeout_s`` (``timed_out``):
+    the moment a fault is injected mid-deploy."""
+    deadline = time.monotonic() + timeout_s
+    while not (answer := ready()):
+        assert proc.poll() is None, ended
+        assert time.monotonic() < deadline, timed_out
+        time.sleep(0.2)
+    return answer
+
+
+def new_release_dirs(canary, releases: str, known: list[str]):
+    """A poll for ``wait_while_deploying``: the release directories ``known`` did not have."""
+    return lambda: [n for n in canary.sh(f"ls {releases}").split() if n not in known]
+
+
 def test_base_release_serves_on_both_nodes(node, ids, hosts):
     run = node()
     assert run.rc == 0, run.message
@@ -352,11 +369,13 @@ def test_the_controller_killed_mid_stage_then_the_deploy_rerun(node, ids, hosts)
 
     def kill_then_rerun():
         proc = node.start(extra=C)
-        deadline = time.monotonic() + 900
-        while rotation(hosts).get(hosts[1]) != "drained":
-            assert proc.poll() is None, "the deploy ended before the second stage's drain"
-            assert time.monotonic() < deadline, "the second stage never drained its node"
-            time.sleep(0.2)
+        wait_while_deploying(
+            proc,
+            lambda: rotation(hosts).get(hosts[1]) == "drained",
+            "the deploy ended before the second stage's drain",
+            "the second stage never drained its node",
+            timeout_s=900,
+        )
         os.killpg(proc.pid, signal.SIGKILL)  # the whole run and its SSH connections, by its id
         seen["killed"] = node.finish(proc)
         time.sleep(2)
@@ -412,14 +431,15 @@ def test_a_node_rebooted_mid_deploy_then_the_deploy_rerun(node, ids, hosts):
     def reboot_then_rerun():
         try:
             proc = node.start(extra=B)
-            deadline = time.monotonic() + 600
-            while not (
-                rotation(hosts).get(hosts[0]) == "drained"
-                and canary.serving_process_release() == ids["B"]
-            ):
-                assert proc.poll() is None, "the deploy ended before the canary's new server ran"
-                assert time.monotonic() < deadline, "the canary's new server never ran"
-                time.sleep(0.2)
+            wait_while_deploying(
+                proc,
+                lambda: (
+                    rotation(hosts).get(hosts[0]) == "drained"
+                    and canary.serving_process_release() == ids["B"]
+                ),
+                "the deploy ended before the canary's new server ran",
+                "the canary's new server never ran",
+            )
             canary.sh("sudo -n systemctl reboot", check=False, timeout=30)
             seen["run"] = node.finish(proc)
             seen["rotation"] = rotation(hosts)
@@ -541,15 +561,12 @@ def test_a_disk_error_turns_the_releases_filesystem_read_only_mid_build(node, id
 
     def deploy_then_remount_read_only():
         proc = node.start(extra=E)
-        deadline = time.monotonic() + 600
-        while True:
-            names = canary.sh(f"ls {releases}").split()
-            new = [n for n in names if n not in before[0]["releases"]]
-            if new:
-                break
-            assert proc.poll() is None, "the deploy ended before it wrote a new release"
-            assert time.monotonic() < deadline, "no new release directory appeared"
-            time.sleep(0.2)
+        new = wait_while_deploying(
+            proc,
+            new_release_dirs(canary, releases, before[0]["releases"]),
+            "the deploy ended before it wrote a new release",
+            "no new release directory appeared",
+        )
         canary.sh(
             f"sudo -n mount --bind {releases} {releases} && "
             f"sudo -n mount -o remount,bind,ro {releases}"
@@ -667,14 +684,12 @@ def test_a_node_cut_off_the_network_mid_stage_then_the_deploy_rerun(node, ids, h
 
     def cut_then_rerun():
         proc = node.start(extra=F)
-        deadline = time.monotonic() + 600
-        while True:
-            new = [n for n in canary.sh(f"ls {releases}").split() if n not in before[0]["releases"]]
-            if new:
-                break
-            assert proc.poll() is None, "the deploy ended before it wrote a new release"
-            assert time.monotonic() < deadline, "no new release directory appeared"
-            time.sleep(0.2)
+        new = wait_while_deploying(
+            proc,
+            new_release_dirs(canary, releases, before[0]["releases"]),
+            "the deploy ended before it wrote a new release",
+            "no new release directory appeared",
+        )
         cut.cut()
         cut_at = time.monotonic()
         seen["new"] = new[0]
