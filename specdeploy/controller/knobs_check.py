@@ -16,9 +16,10 @@ node changes, one line a knob, naming where it was set and the closest known kno
     python -m specdeploy.controller.knobs_check --inventory PATH [--inventory PATH ...]
         [--hosts a,b] [--json]
 
-The variables are the inventory's (``ansible-inventory --list``: group_vars, host_vars, the
-hosts file), never extra vars or facts. Exit codes: 0 every knob known, 2 an unknown knob (a
-usage error of the inventory) or an inventory that cannot be read.
+The variables are the inventory's, as ``ansible-inventory --list`` reads them (group_vars,
+host_vars, the hosts file; Ansible's own classes, in this process), never extra vars or facts.
+Exit codes: 0 every knob known, 2 an unknown knob (a usage error of the inventory) or an
+inventory that cannot be read.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ import difflib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -128,24 +127,49 @@ def message(name: str, hosts: list[str], closest: str | None) -> str:
 
 
 def inventory_hostvars(sources: list[str], hosts: list[str] | None) -> dict[str, dict]:
-    """Each host's variables as the inventory sets them (``ansible-inventory --list``)."""
-    here = Path(sys.executable).parent / "ansible-inventory"
-    tool = str(here) if here.exists() else shutil.which("ansible-inventory")
-    if tool is None:
-        raise KnobsCheckError("ansible-inventory not found next to this Python or on PATH")
-    argv = [tool, "--list"]
-    for src in sources:
-        argv += ["-i", src]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
-    if proc.returncode != 0:
-        first = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KnobsCheckError(f"--inventory {','.join(sources)}: {first}")
+    """Each host's variables as the inventory sets them: what ``ansible-inventory --list``
+    prints (group_vars, host_vars, the hosts file; no extra vars, no facts), read with the
+    same Ansible classes in this process instead of a second Python process."""
     try:
-        data = json.loads(proc.stdout)
-        hostvars = data["_meta"]["hostvars"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise KnobsCheckError(f"--inventory {','.join(sources)}: {cli.reason(exc)}") from None
-    return {h: v for h, v in hostvars.items() if hosts is None or h in hosts}
+        from ansible import constants as C
+        from ansible.errors import AnsibleError
+        from ansible.inventory.manager import InventoryManager
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.utils.display import Display
+        from ansible.vars.manager import VariableManager
+    except ImportError as exc:  # the controller's Python is the one with Ansible
+        raise KnobsCheckError(f"Ansible is not importable here: {exc}") from None
+    where = f"--inventory {','.join(sources)}"
+    warnings: list[str] = []
+    display = Display()
+    # Ansible's warnings on a source it cannot parse (one per inventory plugin tried, several
+    # lines each) become this tool's one line; the first "Unable to parse ..." names the source.
+    warn, warn_exc = display.warning, display.error_as_warning
+    display.warning = lambda msg, *a, **k: warnings.append(str(msg))  # type: ignore[method-assign]
+    display.error_as_warning = lambda *a, **k: None  # type: ignore[method-assign]
+    try:
+        loader = DataLoader()
+        inventory = InventoryManager(loader=loader, sources=list(sources))
+        variables = VariableManager(loader=loader, inventory=inventory)
+        found = {
+            host.name: {
+                k: v
+                for k, v in variables.get_vars(
+                    host=host, include_hostvars=False, stage="all"
+                ).items()
+                if k not in C.INTERNAL_STATIC_VARS
+            }
+            for host in inventory.get_hosts()
+            if hosts is None or host.name in hosts
+        }
+    except AnsibleError as exc:
+        raise KnobsCheckError(f"{where}: {' '.join(str(exc).split())}") from None
+    finally:
+        display.warning, display.error_as_warning = warn, warn_exc  # type: ignore[method-assign]
+    unparsed = [w for w in warnings if "parse" in w.lower()]
+    if unparsed:
+        raise KnobsCheckError(f"{where}: {' '.join(unparsed[0].split())}")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

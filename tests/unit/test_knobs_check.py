@@ -70,6 +70,19 @@ def test_the_cli_reads_the_inventory_as_ansible_does(tmp_path) -> None:
     ]
 
 
+def test_an_inventory_that_cannot_be_parsed_is_one_line(tmp_path) -> None:
+    broken = tmp_path / "hosts.yml"
+    broken.write_text("all: {hosts: [\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "specdeploy.controller.knobs_check", "--inventory", str(broken)],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"knobs-check: error: --inventory {broken}: Unable to parse {broken} as an inventory source"
+    ]
+
+
 def run_preflight_knobs(tmp_path: Path, hosts: Path) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "play.yml"
     play.write_text(
