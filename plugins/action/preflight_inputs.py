@@ -63,6 +63,7 @@ class ActionModule(ActionBase):
                 pending["inputs"] = pool.submit(run, rules.inputs_command(knobs, host))
             if "balancer" in groups:
                 verdict.errors += rules.drain_timeout_errors(knobs)
+                verdict.errors += rules.drain_guard_errors(knobs)
                 argv = resolve(
                     self._templar, "specdeploy_drain_argv", {"specdeploy_drain_action": "check"}
                 )

@@ -61,6 +61,7 @@ INPUT_KNOBS = (
     "specdeploy_shutdown_timeout_s",
     "specdeploy_stop_timeout_s",
     "specdeploy_drain_timeout_s",
+    "specdeploy_drain_keep_in_rotation",
     "specdeploy_release_gates",
     "specdeploy_speed_up_waiver",
     "validation_concurrency",
@@ -159,6 +160,17 @@ def drain_timeout_errors(knobs: Mapping[str, Any]) -> list[str]:
     return [
         f"specdeploy_drain_timeout_s={value}: must be a whole number of seconds >= 0 (the "
         "longest wait for the requests in flight after the drain). Nothing changed."
+    ]
+
+
+def drain_guard_errors(knobs: Mapping[str, Any]) -> list[str]:
+    value = knobs.get("specdeploy_drain_keep_in_rotation")
+    if re.match(r"^[0-9]+$", str(value)):
+        return []
+    return [
+        f"specdeploy_drain_keep_in_rotation={value}: must be a whole number >= 0 (how many of "
+        "the balancer's other servers must stay in rotation during a drain; 0: no guard). "
+        "Nothing changed."
     ]
 
 

@@ -74,6 +74,58 @@ def haproxy_set_state(address: str, backend: str, server: str, state: str) -> No
         raise DrainError(f"HAProxy refused {backend}/{server} -> {state}: {answer.splitlines()[0]}")
 
 
+def haproxy_rotation(address: str, backend: str) -> dict[str, str]:
+    """Each server of the backend: ``in rotation`` (operationally UP, no maintenance or drain
+    flag in its admin state), ``drained``, ``maintenance`` or ``down``, from ``show servers
+    state``."""
+    lines = haproxy_command(address, f"show servers state {backend}").splitlines()
+    header = next((line for line in lines if line.startswith("#")), None)
+    if header is None:
+        raise DrainError(f"HAProxy has no backend {backend}: {' '.join(lines)[:120]}")
+    names = header.lstrip("# ").split()
+    name, op, admin = (names.index(k) for k in ("srv_name", "srv_op_state", "srv_admin_state"))
+    states = {}
+    for line in lines[lines.index(header) + 1 :]:
+        cols = line.split()
+        if len(cols) < len(names):
+            continue
+        flags = int(cols[admin])
+        states[cols[name]] = (
+            "drained"
+            if flags & 0x18  # FDRAIN, IDRAIN
+            else "maintenance"
+            if flags
+            else "in rotation"
+            if int(cols[op]) == 2  # SRV_ST_RUNNING
+            else "down"
+        )
+    return states
+
+
+def rotation_guard(
+    states: dict[str, str], server: str, stage: set[str], keep: int, backend: str
+) -> str | None:
+    """Why draining ``server`` must not go ahead (None: it may). At least ``keep`` servers of
+    the backend that are not in this stage must stay in rotation, as many as there are: a
+    backend of one server and a stage that takes every node at once (the operator's choice of
+    downtime) pass; a fleet whose other nodes are down or drained by someone else does not."""
+    if states.get(server) != "in rotation":
+        return None  # it takes no traffic now (a first start, down, drained): nothing changes
+    others = {s: st for s, st in states.items() if s != server and s not in stage}
+    needed = min(keep, len(others))
+    serving = [s for s, st in others.items() if st == "in rotation"]
+    if len(serving) >= needed:
+        return None
+    out = ", ".join(f"{s} {st}" for s, st in sorted(others.items()) if st != "in rotation")
+    return (
+        f"taking {backend}/{server} out would leave {len(serving)} other server(s) of the "
+        f"backend in rotation, fewer than specdeploy_drain_keep_in_rotation={keep} ({out}; "
+        "none of them in this stage): the node was not touched. Bring them back into rotation, "
+        "take this node in the same stage as them, or lower specdeploy_drain_keep_in_rotation "
+        "(0: no guard)"
+    )
+
+
 def haproxy_sessions(address: str, backend: str, server: str) -> int:
     """Current sessions of one server, from ``show stat`` (CSV, column scur)."""
     lines = haproxy_command(address, "show stat").splitlines()
@@ -118,6 +170,8 @@ class Balancer:
     drain_command: str = ""
     undrain_command: str = ""
     hook_timeout_s: float = 60.0
+    stage: frozenset[str] = frozenset()  # the servers this stage of the rollout restarts
+    keep_in_rotation: int = 1  # rotation_guard; 0: no guard
 
     @property
     def kind(self) -> str:
@@ -160,6 +214,13 @@ class Balancer:
         sessions to the node ended: a response is over for the client only then, a moment
         after the engine's gauge dropped."""
         if self.kind == "haproxy":
+            if self.keep_in_rotation > 0:
+                states = haproxy_rotation(self.haproxy, self.backend)
+                refused = rotation_guard(
+                    states, self.server, set(self.stage), self.keep_in_rotation, self.backend
+                )
+                if refused:
+                    raise DrainError(refused)
             haproxy_set_state(self.haproxy, self.backend, self.server, "drain")
             waited = wait_until_idle(
                 lambda: haproxy_sessions(self.haproxy, self.backend, self.server), wait_s, 0.2
@@ -214,13 +275,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wait-s", type=float, default=0.0, help="drain: wait this long for HAProxy's sessions"
     )
+    parser.add_argument(
+        "--stage-servers", default="", help="HAProxy servers of this rollout stage (comma list)"
+    )
+    parser.add_argument(
+        "--keep-in-rotation",
+        type=int,
+        default=1,
+        help="drain: refuse when fewer other servers (not in this stage) would stay in rotation",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not math.isfinite(args.wait_s) or args.wait_s < 0:
         print(f"drain: error: --wait-s {args.wait_s}: not a finite number >= 0", file=sys.stderr)
         return 2
+    if args.keep_in_rotation < 0:
+        print(
+            f"drain: error: specdeploy_drain_keep_in_rotation={args.keep_in_rotation}: "
+            "must be 0 or more",
+            file=sys.stderr,
+        )
+        return 2
     balancer = Balancer(
-        args.haproxy, args.backend, args.server, args.drain_command, args.undrain_command
+        args.haproxy,
+        args.backend,
+        args.server,
+        args.drain_command,
+        args.undrain_command,
+        stage=frozenset(s for s in args.stage_servers.split(",") if s),
+        keep_in_rotation=args.keep_in_rotation,
     )
     problems = balancer.problems()
     if problems:

@@ -164,3 +164,49 @@ def test_inflight_cli_returns_at_once_for_a_server_that_is_down(capsys) -> None:
     assert inflight.main(["--url", "http://127.0.0.1:9/metrics", "--max-wait-s", "5"]) == 0
     assert "no request in flight" in capsys.readouterr().out
     assert inflight.main(["--url", "http://127.0.0.1:9/metrics", "--max-wait-s", "nan"]) == 2
+
+
+def test_the_drain_never_leaves_the_backend_without_a_server_in_rotation(haproxy, capsys) -> None:
+    """Issue 28 (found by review): the drain took a node out whatever the others' state, so a
+    canary drained while the only other node was down left nothing in rotation. It now refuses
+    before touching the node, except where that is the operator's choice: a one-server backend,
+    or a stage that restarts every other server too."""
+    args = ["--node", "node-1", "--haproxy", haproxy, "--backend", "vllm", "--server", "node-1"]
+    drain.haproxy_set_state(haproxy, "vllm", "node-2", "maint")  # the other node is away
+    assert drain.main(["drain", *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("node-1: drain failed: taking vllm/node-1 out would leave 0 other ")
+    assert "(node-2 maintenance; none of them in this stage)" in err
+    assert drain.haproxy_rotation(haproxy, "vllm")["node-1"] == "in rotation"  # not touched
+    # the same stage restarts node-2 as well (every node at once): the operator's choice
+    assert drain.main(["drain", *args, "--stage-servers", "node-1,node-2"]) == 0
+    assert drain.haproxy_rotation(haproxy, "vllm")["node-1"] == "drained"
+    drain.haproxy_set_state(haproxy, "vllm", "node-1", "ready")
+    # no guard asked for
+    assert drain.main(["drain", *args, "--keep-in-rotation", "0"]) == 0
+    drain.haproxy_set_state(haproxy, "vllm", "node-1", "ready")
+    # the other node back in rotation: the drain goes ahead
+    drain.haproxy_set_state(haproxy, "vllm", "node-2", "ready")
+    capsys.readouterr()
+    assert drain.main(["drain", *args]) == 0
+    assert drain.haproxy_rotation(haproxy, "vllm") == {"node-1": "drained", "node-2": "in rotation"}
+    assert drain.main(["drain", *args, "--keep-in-rotation", "-1"]) == 2
+    assert "specdeploy_drain_keep_in_rotation=-1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "states, stage, keep, refused",
+    [
+        ({"a": "in rotation"}, set(), 1, False),  # a one-server backend
+        ({"a": "in rotation", "b": "down"}, set(), 1, True),
+        ({"a": "in rotation", "b": "down"}, {"b"}, 1, False),  # b restarts in this stage
+        ({"a": "in rotation", "b": "drained", "c": "in rotation"}, set(), 1, False),
+        ({"a": "in rotation", "b": "drained", "c": "in rotation"}, set(), 2, True),
+        ({"a": "in rotation", "b": "down", "c": "down"}, {"b"}, 1, True),
+        ({"a": "in rotation", "b": "down"}, set(), 0, False),
+        ({"a": "down", "b": "down"}, set(), 1, False),  # a first rollout: nothing serves yet
+        ({"a": "drained", "b": "down"}, set(), 1, False),  # already out (a re-run)
+    ],
+)
+def test_rotation_guard(states, stage, keep, refused) -> None:
+    assert (drain.rotation_guard(states, "a", stage, keep, "vllm") is not None) is refused

@@ -40,6 +40,7 @@ GOOD = {
     "specdeploy_shutdown_timeout_s": 30,
     "specdeploy_stop_timeout_s": 120,
     "specdeploy_drain_timeout_s": 120,
+    "specdeploy_drain_keep_in_rotation": 1,
     "specdeploy_min_free_disk_gb": 25,
     "specdeploy_root": "/opt/specdeploy",
     "specdeploy_service_name": "vllm",
@@ -114,6 +115,16 @@ def test_the_shutdown_timeout_is_below_the_stop_timeout(shutdown, ok):
 @pytest.mark.parametrize(("value", "ok"), [(0, True), ("30", True), (-1, False), (1.5, False)])
 def test_the_drain_timeout_is_a_whole_number(value, ok):
     assert (rules.drain_timeout_errors({"specdeploy_drain_timeout_s": value}) == []) is ok
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [(0, True), (1, True), ("2", True), (-1, False), ("nan", False), (None, False)]
+)
+def test_the_drain_guard_is_a_whole_number(value, ok):
+    found = rules.drain_guard_errors({"specdeploy_drain_keep_in_rotation": value})
+    assert (found == []) is ok
+    if not ok:
+        assert found[0].startswith(f"specdeploy_drain_keep_in_rotation={value}: ")
 
 
 def test_the_prompt_file_must_exist_on_the_controller(tmp_path):
