@@ -39,12 +39,22 @@ PASSED = ("pass", "waived")  # a validation that let the release serve
 
 def validated_since_activation(manifest: dict[str, Any]) -> bool:
     """Whether the release passed a validation after it was last activated (its status is
-    ``active`` from the switch on, before any check ran: that alone proves nothing)."""
+    ``active`` from the switch on, before any check ran: that alone proves nothing), or a
+    rollback's verify did (the release, validated when it served before, found unchanged on
+    the node and answering its smoke check): a rollback activates without validating again."""
+    activated = str(
+        manifest.get("activated_at") or (manifest.get("last_activation") or {}).get("at") or ""
+    )
     last = manifest.get("last_validation")
-    if not isinstance(last, dict) or last.get("status") not in PASSED:
-        return False
-    activated = manifest.get("activated_at") or (manifest.get("last_activation") or {}).get("at")
-    return str(last.get("at") or "") >= str(activated or "")
+    passed = isinstance(last, dict) and last.get("status") in PASSED
+    if passed and str(last.get("at") or "") >= activated:  # type: ignore[union-attr]
+        return True
+    rollback = manifest.get("last_rollback")
+    return (
+        isinstance(rollback, dict)
+        and rollback.get("smoke") == "pass"
+        and str(rollback.get("at") or "") >= activated
+    )
 
 
 def lock_state(owner: dict[str, Any] | None) -> tuple[str, str]:

@@ -45,12 +45,14 @@ class Outcome:
     detail: str = ""
 
 
-def one_request(url: str, model: str, timeout_s: float = 60.0) -> tuple[str, str]:
+def one_request(
+    url: str, model: str, timeout_s: float = 60.0, max_tokens: int = 24
+) -> tuple[str, str]:
     """One streamed chat request: (kind, detail)."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": "Count from one to twenty, please."}],
-        "max_tokens": 24,
+        "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
     }

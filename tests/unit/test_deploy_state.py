@@ -67,6 +67,25 @@ def test_the_clean_up_after_an_interrupted_deploy_names_a_safe_state(
     assert plan["message"].startswith("gpu-01: the interrupted deploy")
 
 
+VERIFIED_AFTER = {"at": "2026-12-04T01:02:00Z", "release": "r2", "smoke": "pass", "kind": "manual"}
+
+
+@pytest.mark.parametrize(
+    "rollback, state",
+    [
+        (VERIFIED_AFTER, "kept"),  # a rollback to r2 verified it after its activation
+        ({**VERIFIED_AFTER, "at": "2026-12-03T01:02:00Z"}, "rolled-back"),  # an earlier one's
+        ({**VERIFIED_AFTER, "smoke": "fail"}, "rolled-back"),
+    ],
+)
+def test_a_release_a_rollback_verified_since_its_activation_is_kept(dead, rollback, state):
+    """A run interrupted after a rollback had verified its release (the release validated when
+    it served before): before, only a validation counted, so the clean-up rolled back a
+    verified rollback."""
+    current = {**ACTIVATED, "last_validation": PASSED_BEFORE, "last_rollback": rollback}
+    assert deploy_state.decide("gpu-01", dead, current, "r1")["state"] == state
+
+
 def test_a_running_deploy_is_left_alone() -> None:
     plan = deploy_state.decide("gpu-01", owner(os.getpid()), {"release_id": "r2"}, "r1")
     assert (plan["state"], plan["action"]) == ("running", "none")

@@ -213,6 +213,16 @@ ROWS: dict[str, tuple[str, str, str]] = {
         "out; the re-run completes the rollout; 0 failed on the fleet, only requests in "
         "flight on the cut node lost",
     ),
+    "ctrl-c-mid-stage": (
+        "traffic",
+        "Ctrl-C mid-stage (SIGINT to `make rollback`'s process group, as a terminal sends it) "
+        "while the second stage's node is out of rotation for its restart, a long request "
+        "still running on it",
+        "the run stops; `make` ends each node in a named, safe state: the first stage's node "
+        "serves what it rolled back to; the second, its server never stopped, ends on the "
+        "release that server runs (rolled back to it when `current` had been switched, kept "
+        "when not), in rotation; both locks free; 0 failed, 0 cut",
+    ),
 }
 GROUPS = {
     "first": "the first deploy fails; base release; concurrent deploy; readiness faults",
@@ -410,12 +420,31 @@ class Player:
         proc.out.close()
         return Run(proc.returncode, parse_report(stdout), stdout, time.monotonic() - proc.started)
 
-    def make(self, target: str, extra: dict | None = None, **make_vars: str) -> Run:
-        """A Makefile target, as the operator types it (make rollback TO=...)."""
+    def make_command(self, target: str, extra: dict | None, make_vars: dict) -> list[str]:
         vars_file = self.workdir / f"vars-{time.monotonic_ns()}.json"
         vars_file.write_text(json.dumps({**self.common, **(extra or {})}))
         command = ["make", "-s", target, f"INVENTORY={self.inventory}", f"EXTRA=-e @{vars_file}"]
-        command += [f"{k}={v}" for k, v in make_vars.items()]
+        return command + [f"{k}={v}" for k, v in make_vars.items()]
+
+    def start_make(self, target: str, extra: dict | None = None, **make_vars: str):
+        """A Makefile target in the background, in a session of its own: its process group is
+        the terminal's, which Ctrl-C signals as a whole (os.killpg(proc.pid, SIGINT))."""
+        out = open(self.workdir / f"bg-{time.monotonic_ns()}.out", "w+")  # noqa: SIM115
+        proc = subprocess.Popen(
+            self.make_command(target, extra, make_vars),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=self.env(),
+            cwd=REPO,
+            start_new_session=True,
+        )
+        proc.started = time.monotonic()  # type: ignore[attr-defined]
+        proc.out = out  # type: ignore[attr-defined]
+        return proc
+
+    def make(self, target: str, extra: dict | None = None, **make_vars: str) -> Run:
+        """A Makefile target, as the operator types it (make rollback TO=...)."""
+        command = self.make_command(target, extra, make_vars)
         started = time.monotonic()
         proc = subprocess.run(
             command, capture_output=True, text=True, env=self.env(), cwd=REPO, timeout=600

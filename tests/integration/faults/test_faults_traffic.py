@@ -16,9 +16,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import shutil
 import signal
+import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -40,6 +43,8 @@ from faultlib import (
 from test_live_traffic import rotation, wait_in_rotation
 from testbed.sandbox import balancer
 from testbed.sandbox.config import instance
+
+from specdeploy.controller import drain
 
 GROUP = "traffic"
 NODES = 2
@@ -726,6 +731,10 @@ def test_a_node_cut_off_the_network_mid_stage_then_the_deploy_rerun(node, ids, h
     # (the cause Ansible gives depends on the step the cut lands in: data not sent to the
     # address, a become prompt timed out, ...; the host is what the operator reads)
     assert list(lost_hosts) == [hosts[0]], lost_hosts
+    # ... and the toolkit says what that leaves, after the recap (plugins/callback/unreachable)
+    lost_said = run.stdout[run.stdout.find(f"specdeploy: {hosts[0]} became UNREACHABLE") :]
+    assert lost_said.startswith(f"specdeploy: {hosts[0]} became UNREACHABLE"), run.stdout[-3000:]
+    assert "the rollout stopped at this node's stage" in lost_said, lost_said
     recap = (run.report or {}).get("stats", {})
     assert recap[hosts[1]]["unreachable"] == 0 and recap[hosts[1]]["failures"] == 0, recap
     # the rollout stopped: the other node was not touched, served the old release, in rotation
@@ -773,3 +782,127 @@ def test_a_node_cut_off_the_network_mid_stage_then_the_deploy_rerun(node, ids, h
         ),
         traffic=summary,
     )
+
+
+LONG_TOKENS = 14000  # one streamed request of about 15 s on the stand-in
+
+
+def test_ctrl_c_mid_stage_leaves_every_node_serving_in_rotation(node, ids, hosts):
+    """The operator presses Ctrl-C (SIGINT to `make rollback`'s process group) while the second
+    stage's node is out of rotation for its restart: drained, its server still running, a long
+    request still in flight on it (sent to the node directly, back to back, so the drain waits).
+    `make` then runs playbooks/interrupted.yml with the run's own EXTRA: before, it ran without
+    it, read the default release root instead of the run's, found nothing and left the second
+    node drained, `current` switched to a release its server was not running."""
+    first, second = node.on(0), node.on(1)
+    serving = first.current()
+    assert serving and second.current() == serving
+    before = [node.on(i).snapshot() for i in range(NODES)]
+    address = node.cluster.nodes[1].address
+    long_requests: list[tuple[str, str]] = []
+    pinning = threading.Event()
+    seen: dict = {}
+
+    def pin() -> None:  # long requests on the second node, bypassing the balancer
+        while pinning.is_set():
+            long_requests.append(
+                livetraffic.one_request(
+                    f"http://{address}:{PORT}", ids["model"], max_tokens=LONG_TOKENS
+                )
+            )
+
+    def interrupt():
+        pinning.set()
+        pinner = threading.Thread(target=pin, daemon=True)
+        pinner.start()
+        proc = node.start_make("rollback")
+        try:
+            wait_while_deploying(
+                proc,
+                lambda: rotation(hosts).get(hosts[1]) == "drained",
+                "the rollback ended before the second stage's drain",
+                "the second stage never drained its node",
+            )
+            seen["first"] = first.current()
+            time.sleep(1)  # inside the drain's wait for the long request
+            seen["second"] = second.current()
+            os.killpg(proc.pid, signal.SIGINT)
+        finally:
+            pinning.clear()
+        run = node.finish(proc)
+        pinner.join(timeout=60)
+        return run
+
+    run, summary = under_traffic(interrupt, ids["model"])
+    state = fleet(node, hosts, ids)
+    out = run.stdout
+    assert run.rc != 0
+    assert "User interrupted execution" in out, out[-3000:]
+    assert "the run was interrupted; ending what it left on each node" in out, out[-3000:]
+    cleanup = out[out.index("the run was interrupted") :]
+    # the first stage had rolled back and was back in rotation
+    back_to = seen["first"]
+    assert back_to != serving, seen
+    assert first.current() == back_to
+    first.serves(back_to)
+    # the second: its server was never stopped; the clean-up named its state and left it on
+    # the release that server runs (`current` had been switched before the restart it never
+    # got: rolled back to it; or kept, when the switch had not come yet)
+    said = [m for m in (f"rolled-back: {hosts[1]}:", f"kept: {hosts[1]}:") if m in cleanup]
+    assert said, cleanup[-4000:]
+    assert second.current() == serving, (seen, cleanup[-4000:])
+    second.serves(serving)
+    assert wait_in_rotation(hosts, 10) == dict.fromkeys(hosts, "in rotation"), cleanup[-4000:]
+    assert second.sh(f"test -e {ROOT}/.out-of-rotation && echo left || true").strip() == ""
+    for i in range(NODES):
+        assert node.on(i).sh(f"ls -A {LOCKS} 2>/dev/null || true").strip() == ""
+    # the long requests on the drained node were never cut: its server was not stopped
+    assert long_requests and all(kind == "completed" for kind, _ in long_requests), long_requests
+    lost = [node.on(i).nothing_lost(before[i], None) for i in range(NODES)]
+    no_request_lost(summary)
+    record(
+        "ctrl-c-mid-stage",
+        None,
+        f"exit {run.rc} after {run.seconds:.0f} s, Ctrl-C while {hosts[1]} was drained and "
+        f"waiting for its long request (`current` then {seen['second']}); `make` ended the run: "
+        f"{hosts[0]} serves {back_to} (its stage had completed), {hosts[1]} "
+        f"{said[0].split(':')[0]} on {serving}, the release its server never stopped running, "
+        f"back in rotation; {len(long_requests)} long request(s) on {hosts[1]} all completed; "
+        f"{state}",
+        f"on each node: {lost[0]}",
+        traffic=summary,
+    )
+
+
+def test_a_validated_node_an_interrupted_run_left_drained_goes_back_in_rotation(node, hosts):
+    """An interrupted run that had taken the second node out of rotation after its release was
+    validated (the last steps of a stage: the record, then the undrain): the node keeps its
+    release, and playbooks/interrupted.yml puts it back once it answers its smoke check.
+    Played without a run to interrupt: HAProxy's drain, drain.yml's note and the lock of a
+    run that is gone, as the dead run leaves them."""
+    second = node.on(1)
+    serving = second.current()
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid no run has any more
+    owner = {
+        "token": "0" * 32,
+        "controller": socket.gethostname(),
+        "pid": dead.pid,
+        "pid_starttime": 1,
+        "user": "root",
+        "purpose": "deploy",
+    }
+    second.sh(
+        f"sudo -n mkdir -p {LOCKS} && echo {shlex.quote(json.dumps(owner))} "
+        f"| sudo -n tee {LOCKS}/.deploy.lock >/dev/null && echo '{{}}' "
+        f"| sudo -n tee {ROOT}/.out-of-rotation >/dev/null"
+    )
+    drain.haproxy_command(str(balancer.socket_path()), f"set server vllm/{hosts[1]} state drain")
+    assert rotation(hosts)[hosts[1]] == "drained"
+    run = node("playbooks/interrupted.yml")
+    assert run.rc == 0, run.message
+    assert f"kept: {hosts[1]}: the interrupted deploy left release {serving} current" in run.stdout
+    assert wait_in_rotation(hosts, 10) == dict.fromkeys(hosts, "in rotation"), run.stdout[-3000:]
+    assert second.sh(f"test -e {ROOT}/.out-of-rotation && echo left || true").strip() == ""
+    assert second.sh(f"ls -A {LOCKS} 2>/dev/null || true").strip() == ""
+    assert second.current() == serving
