@@ -177,6 +177,20 @@ def rollout_stage_line(
     )
 
 
+def stage_servers(batch: Iterable[str] | None, hostvars: Mapping[str, Any]) -> str:
+    """The HAProxy servers of this stage's nodes, comma-separated, for the drain's guard: each
+    node's ``specdeploy_haproxy_server`` where its inventory sets one, else its inventory name
+    (the role default, which another host's hostvars do not carry)."""
+    names = []
+    for host in batch or []:
+        try:
+            name = hostvars[host].get("specdeploy_haproxy_server") if host in hostvars else None
+        except Exception:  # an undefined or broken template: the default name
+            name = None
+        names.append(str(name) if name else str(host))
+    return ",".join(names)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -184,4 +198,5 @@ class FilterModule:
             "rollout_note": rollout_note,
             "rollout_stage": rollout_stage,
             "rollout_stage_line": rollout_stage_line,
+            "stage_servers": stage_servers,
         }

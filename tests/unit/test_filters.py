@@ -263,3 +263,17 @@ def test_rollout_stage_lines_count_the_stages_and_take_the_eta_from_the_done_one
     # another play of the same run (the drifted nodes) counts its own stages
     other = rollout_stage("rollout_drifted", ["n4"], hosts, hv, 1200.0)
     assert other["stage"] == 1 and other["rollout_began"] == 1200.0
+
+
+def test_stage_servers_names_each_nodes_haproxy_server_or_its_inventory_name() -> None:
+    from ansible_collections.specdeploy.toolkit.plugins.filter.rollout import stage_servers
+
+    class Broken(dict):
+        def get(self, key, default=None):
+            raise RuntimeError("an undefined variable in the template")
+
+    hostvars = {"gpu-01": {}, "gpu-02": {"specdeploy_haproxy_server": "srv-2"}, "gpu-03": Broken()}
+    assert stage_servers(["gpu-01", "gpu-02", "gpu-03", "gpu-09"], hostvars) == (
+        "gpu-01,srv-2,gpu-03,gpu-09"
+    )
+    assert stage_servers(None, hostvars) == ""
