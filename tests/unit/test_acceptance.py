@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from recorded_metrics import NOSPEC, RANDOM, SPEC
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from recorded_metrics import NOSPEC, RANDOM, SPEC  # noqa: E402
-
-from specdeploy.node.validation import acceptance  # noqa: E402
-from specdeploy.node.validation.smoke import Client, HttpError  # noqa: E402
-from specdeploy.node.validation.workload import Workload  # noqa: E402
+from specdeploy.node.validation import acceptance
+from specdeploy.node.validation.smoke import Client, HttpError
+from specdeploy.node.validation.workload import Workload
 
 
 class ScriptedClient(Client):

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from specdeploy.node.validation import loadgen
+from specdeploy.node.validation.workload import Workload
 
-from specdeploy.node.validation import loadgen  # noqa: E402
-from specdeploy.node.validation.workload import Workload  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(120)
 
