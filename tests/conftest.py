@@ -15,13 +15,12 @@ SPECDEPLOY_SANDBOX_KEEP=1 leaves them running. Needs root; skipped otherwise.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+# The tests' import paths (the checkout, tests/, ...) are pytest's `pythonpath` (pyproject.toml).
 # The test tooling (tests/testbed: sandbox, bench, demo) is a package of its own, outside the
 # product: subprocesses that run `python -m testbed.sandbox` find it through PYTHONPATH too.
 _TESTS = str(REPO / "tests")

@@ -30,6 +30,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from specdeploy.node.validation import workload
+
 SOURCES = ("knob", "history", "serving-release", "baseline-start", "none")
 SERVING_STATES = ("none", "speculative", "plain")
 
@@ -52,13 +54,12 @@ class BaselinePlan:
 
 
 def parse_levels(text: str) -> list[int]:
+    """``validation_concurrency`` as the role joins it (``1,8,32``), by the Workload's one
+    parser of levels; a bad value is a one-line :class:`PlanInputError` naming the knob."""
     try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise PlanInputError(f"validation_concurrency={text!r}: want integers >= 1") from None
-    if not levels or any(c < 1 for c in levels) or len(set(levels)) != len(levels):
-        raise PlanInputError(f"validation_concurrency={text!r}: want distinct integers >= 1")
-    return levels
+        return list(workload.parse_levels(text, "validation_concurrency"))
+    except workload.WorkloadError as e:
+        raise PlanInputError(str(e)) from None
 
 
 def knob_levels(knob: object, levels: list[int]) -> dict[int, float] | None:

@@ -64,6 +64,7 @@ import driver  # noqa: E402  (tests/gpu/driver.py: unit parsing, start/stop, too
 
 from specdeploy.node.service import engine_log, prefetch  # noqa: E402
 from specdeploy.node.validation import loadgen, metrics  # noqa: E402
+from specdeploy.node.validation.workload import Workload  # noqa: E402
 
 REPO = driver.REPO
 T0 = time.monotonic()
@@ -298,17 +299,15 @@ def sweep(base: str, name: str, a: argparse.Namespace, state: dict, rd: Path) ->
         before = spec_snapshot(base, name)
         t = time.monotonic()
         try:
-            (res,) = loadgen.measure_levels(
-                base,
-                name,
-                [c],
-                prompts=prompts,
+            workload = Workload(
+                levels=(c,),
                 max_tokens=a.max_tokens,
                 repeats=a.repeats_low if low else a.repeats_high,
                 min_window_s=a.window_low_s if low else a.window_high_s,
                 endpoint=state["endpoint"],
-                warmup_requests=2 if first else 0,
+                warmup=2 if first else 0,
             )
+            (res,) = loadgen.measure_levels(base, name, workload, prompts=prompts)
         except loadgen.LoadgenError as e:
             levels.append({"concurrency": c, "error": str(e)})
             log(f"  c={c}: ERROR {e}")
@@ -365,17 +364,15 @@ def ab_c1(base: str, name: str, a: argparse.Namespace) -> dict:
     for endpoint in ("chat", "completions"):
         before = spec_snapshot(base, name)
         try:
-            (res,) = loadgen.measure_levels(
-                base,
-                name,
-                [1],
-                prompts=prompts,
+            workload = Workload(
+                levels=(1,),
                 max_tokens=a.max_tokens,
                 repeats=a.repeats_low,
                 min_window_s=a.window_low_s,
                 endpoint=endpoint,
-                warmup_requests=2,
+                warmup=2,
             )
+            (res,) = loadgen.measure_levels(base, name, workload, prompts=prompts)
         except loadgen.LoadgenError as e:
             out[endpoint] = {"error": str(e)}
             log(f"  ab {endpoint}: ERROR {e}")

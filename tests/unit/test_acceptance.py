@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from recorded_metrics import NOSPEC, RANDOM, SPEC
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from recorded_metrics import NOSPEC, RANDOM, SPEC  # noqa: E402
-
-from specdeploy.node.validation import acceptance  # noqa: E402
-from specdeploy.node.validation.smoke import Client, HttpError  # noqa: E402
+from specdeploy.node.validation import acceptance
+from specdeploy.node.validation.smoke import Client, HttpError
+from specdeploy.node.validation.workload import Workload
 
 
 class ScriptedClient(Client):
@@ -45,6 +41,10 @@ class ScriptedClient(Client):
         }
 
 
+# The Workload's fields a test sets (``prompts`` is the config's: the prompt set, already read)
+WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(Workload)} - {"prompts"}
+
+
 def cfg(**kw) -> acceptance.AcceptanceConfig:
     base = dict(
         served_model_name="tiny-dsv3",
@@ -55,7 +55,8 @@ def cfg(**kw) -> acceptance.AcceptanceConfig:
         per_kind=False,
     )
     base.update(kw)
-    return acceptance.AcceptanceConfig(**base)
+    workload = Workload(**{k: base.pop(k) for k in WORKLOAD_FIELDS & set(base)})
+    return acceptance.AcceptanceConfig(**base, workload=workload)
 
 
 def test_deltas_from_real_texts():

@@ -6,20 +6,16 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 
+import fit_profile
 import pytest
+import standin_engine
+import standin_timing
+
+from specdeploy.controller import advisor, history
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "standin"))
-
-import fit_profile  # noqa: E402
-import standin_engine  # noqa: E402
-import standin_timing  # noqa: E402
-
-from specdeploy.controller import advisor, history  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "moe-speedup-h200"
 FIX = ROOT / "tests" / "fixtures" / "vllm-0.20.2"

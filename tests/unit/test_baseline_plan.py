@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from specdeploy.controller import baseline_plan as bp
 
-from specdeploy.controller import baseline_plan as bp  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 LEVELS = [1, 8, 32]
 

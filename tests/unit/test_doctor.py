@@ -11,14 +11,13 @@ import struct
 import sys
 from pathlib import Path
 
+import hwtree
 import pytest
 from module_runner import MODULE_UTILS, MODULES, run_module
 
 from specdeploy.node import doctor
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
-sys.path.insert(0, str(FIXTURES))
-import hwtree  # noqa: E402
 
 
 @pytest.fixture

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from specdeploy.controller import drafter
+from specdeploy.node.patching.patches import Manifest, UsageError
 
-from specdeploy.controller import drafter  # noqa: E402
-from specdeploy.node.patching.patches import Manifest, UsageError  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 FIX = REPO / "tests" / "fixtures" / "drafters"
 KIMI = FIX / "kimi-k2.5"

@@ -21,15 +21,10 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import Standin
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "standin"))
-
-from harness import Standin  # noqa: E402
-
-from specdeploy.controller import drafter_provenance as prov  # noqa: E402
-from specdeploy.controller.drafter_pipeline import (  # noqa: E402
+from specdeploy.controller import drafter_provenance as prov
+from specdeploy.controller.drafter_pipeline import (
     checkpoint,
     convention,
     extract,
@@ -37,13 +32,15 @@ from specdeploy.controller.drafter_pipeline import (  # noqa: E402
     pipeline,
     stfile,
 )
-from specdeploy.controller.drafter_pipeline.config import ConfigError, parse  # noqa: E402
-from specdeploy.controller.drafter_pipeline.launch import WorkerError  # noqa: E402
-from specdeploy.controller.drafter_pipeline.workdir import (  # noqa: E402
+from specdeploy.controller.drafter_pipeline.config import ConfigError, parse
+from specdeploy.controller.drafter_pipeline.launch import WorkerError
+from specdeploy.controller.drafter_pipeline.workdir import (
     StaleStepError,
     StepState,
     chunk_name,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 KIMI = REPO / "tests" / "fixtures" / "drafters" / "kimi-k2.5"
 H, LAYERS = 16, 5  # the tiny target of these tests: hidden 16, 5 layers

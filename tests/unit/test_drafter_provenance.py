@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from specdeploy.controller import drafter
+from specdeploy.controller import drafter_provenance as prov
+from specdeploy.node.patching.patches import Manifest
 
-from specdeploy.controller import drafter  # noqa: E402
-from specdeploy.controller import drafter_provenance as prov  # noqa: E402
-from specdeploy.node.patching.patches import Manifest  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 FIX = REPO / "tests" / "fixtures" / "drafters"
 KIMI = FIX / "kimi-k2.5"

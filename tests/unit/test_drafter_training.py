@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from specdeploy.controller import drafter_provenance as prov
+from specdeploy.controller.drafter_pipeline.config import parse
+from specdeploy.controller.drafter_pipeline.extract import summarize
+from specdeploy.controller.drafter_pipeline.workdir import StepState
 
-from specdeploy.controller import drafter_provenance as prov  # noqa: E402
-from specdeploy.controller.drafter_pipeline.config import parse  # noqa: E402
-from specdeploy.controller.drafter_pipeline.extract import summarize  # noqa: E402
-from specdeploy.controller.drafter_pipeline.workdir import StepState  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 CACHE = Path(os.environ.get("SPECDEPLOY_CACHE", Path.home() / ".cache" / "specdeploy"))
 TORCH_PYTHON = os.environ.get(

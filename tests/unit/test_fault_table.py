@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
+
+import faultlib
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = REPO / "tests" / "integration" / "faults"
-sys.path.insert(0, str(FAULTS))
-
-import faultlib  # noqa: E402
 
 
 def table_rows(text: str) -> list[list[str]]:

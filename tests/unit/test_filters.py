@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))
-
-from ansible_collections.specdeploy.toolkit.plugins.filter import (  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.filter import (
     downtime,
     release,
     rollout,

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from specdeploy.node.validation import gate, metrics  # noqa: E402
-from specdeploy.node.validation.acceptance import AcceptanceResult, RepeatResult  # noqa: E402
+from specdeploy.node.validation import gate, metrics
+from specdeploy.node.validation.acceptance import AcceptanceResult, RepeatResult
 
 
 def measured(

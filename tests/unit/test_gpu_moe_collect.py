@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+import moe_collect
 
-import moe_collect  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 FIX = ROOT / "tests" / "fixtures" / "vllm-0.20.2-moe"
 

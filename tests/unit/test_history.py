@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from fleet_history import one_result
 
-from fleet_history import one_result  # noqa: E402
-
-from specdeploy.controller import history  # noqa: E402
+from specdeploy.controller import history
 
 
 def test_history_regression_against_first_validated_run(tmp_path):

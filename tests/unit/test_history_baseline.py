@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from specdeploy.controller import history  # noqa: E402
+from specdeploy.controller import history
 
 
 def _head(node: str, release: str, started: str, status: str) -> dict:

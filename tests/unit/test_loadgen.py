@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from specdeploy.node.validation import loadgen
+from specdeploy.node.validation.workload import Workload
 
-from specdeploy.node.validation import loadgen  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -142,10 +142,16 @@ class FakeServer:
         self.httpd.server_close()
 
 
+# measure_levels' own arguments; the rest of a test's keywords are the Workload's fields
+CALL_ARGS = ("prompts", "api_key", "ignore_eos", "warmup_per_level")
+
+
 def measure(server: FakeServer, levels: list[int], **kw: object) -> list[loadgen.LevelResult]:
     args: dict = {"prompts": PROMPTS, "max_tokens": 6, "repeats": 2, "min_window_s": 0.0}
     args.update(kw)
-    return loadgen.measure_levels(server.url, "tiny", levels, **args)
+    call = {k: args.pop(k) for k in CALL_ARGS if k in args}
+    workload = Workload(levels=levels, **args)
+    return loadgen.measure_levels(server.url, "tiny", workload, **call)
 
 
 def test_chat_levels_count_requests_tokens_and_repeats() -> None:
@@ -246,7 +252,12 @@ def test_unreachable_server_is_an_error() -> None:
     with FakeServer() as srv:
         url = srv.url
     with pytest.raises(loadgen.LoadgenError, match="POST"):
-        loadgen.measure_levels(url, "tiny", [1], prompts=PROMPTS, max_tokens=2, timeout_s=5)
+        loadgen.measure_levels(
+            url,
+            "tiny",
+            Workload(levels=[1], max_tokens=2, request_timeout_s=5),
+            prompts=PROMPTS,
+        )
 
 
 @pytest.mark.parametrize(
@@ -262,9 +273,11 @@ def test_unreachable_server_is_an_error() -> None:
 def test_bad_arguments_are_refused_before_any_request(kw: dict, match: str) -> None:
     args: dict = {"levels": [1], "prompts": PROMPTS}
     args.update(kw)
-    levels = args.pop("levels")
+    prompts = args.pop("prompts")
+    # the workload's values are refused when it is made (WorkloadError is a ValueError), the
+    # prompts by measure_levels: either way before any request
     with FakeServer() as srv, pytest.raises(ValueError, match=match):
-        loadgen.measure_levels(srv.url, "tiny", levels, **args)
+        loadgen.measure_levels(srv.url, "tiny", Workload(**args), prompts=prompts)
     assert srv.bodies == []
 
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))  # the collection's package path, as Ansible loads it
-
-from ansible_collections.specdeploy.toolkit.plugins.filter.manifest import (  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.filter.manifest import (
     release_manifest,
     served_speculation,
 )

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import math
 import re
-import sys
-from pathlib import Path
 
 import pytest
+from recorded_metrics import FIX, NOSPEC, RANDOM, SPEC
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from recorded_metrics import FIX, NOSPEC, RANDOM, SPEC  # noqa: E402
-
-from specdeploy.node.validation import metrics  # noqa: E402
+from specdeploy.node.validation import metrics
 
 MODEL = "tiny-dsv3"
 

@@ -5,13 +5,9 @@ changed under the same path make a new release."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))
-
-from ansible_collections.specdeploy.toolkit.plugins.module_utils import (  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.module_utils import (
     model_fingerprint as mf,
 )
 

@@ -3,13 +3,7 @@ role's scrape targets (plugins/filter/monitoring.py)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))
-
-from ansible_collections.specdeploy.toolkit.plugins.filter import gpu_node, monitoring  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.filter import gpu_node, monitoring
 
 DIRS = {
     "releases_dir": "/opt/sd/releases",

@@ -42,6 +42,21 @@ def test_no_path_tricks_left_in_scripts() -> None:
     assert [t.name for t in tools if "sys.path" in t.read_text(encoding="utf-8")] == []
 
 
+def test_unit_tests_take_their_import_paths_from_the_pytest_config() -> None:
+    """tests/unit imports through pytest's ``pythonpath`` (pyproject.toml), each entry a folder
+    of the checkout: no sys.path edits at a module's top (module_runner's child process edits
+    its own)."""
+    paths = PROJECT["tool"]["pytest"]["ini_options"]["pythonpath"]
+    assert [p for p in paths if not (REPO / p).is_dir()] == []
+    tests = sorted((REPO / "tests" / "unit").glob("*.py"))
+    assert [
+        t.name
+        for t in tests
+        for line in t.read_text(encoding="utf-8").splitlines()
+        if line.startswith("sys.path.")
+    ] == []
+
+
 def test_make_setup_leaves_the_tracked_tree_alone() -> None:
     """Issue 28: `make setup` (pip install -e .) rewrote specdeploy.egg-info/SOURCES.txt, a
     tracked file, so a fresh clone was dirty after setup. The build metadata is not tracked,

@@ -15,13 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "collections"))  # the collection's package path, as Ansible loads it
-
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import (  # noqa: E402 (path above)
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import (
     preflight as rules,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def preflight(gates: dict, k: int = 3, levels=(1, 8, 32), speculative: bool = True):

@@ -6,15 +6,10 @@ integration tests' preflight refusals."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))  # the collection's package path, as Ansible loads it
-
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import (  # noqa: E402 (path above)
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import (
     preflight as rules,
 )
 

@@ -4,16 +4,10 @@ in every deploy (test_deploy and the fleet tests check the plans it makes on rea
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))  # the collection's package path, as Ansible loads it
-
-from ansible_collections.specdeploy.toolkit.plugins.filter.release import (  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.filter.release import (
     differing_inputs,
 )
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import (  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import (
     release_plan,
 )
 

@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from fleet_history import one_result
+from harness import Standin, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "standin"))
-
-from fleet_history import one_result  # noqa: E402
-from harness import Standin, free_port  # noqa: E402
-
-from specdeploy.controller import history, report  # noqa: E402
-from specdeploy.node.validation import check, metrics  # noqa: E402
+from specdeploy.controller import history, report
+from specdeploy.node.validation import check, metrics
 
 pytestmark = pytest.mark.timeout(120)
 

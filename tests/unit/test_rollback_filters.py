@@ -3,13 +3,7 @@ says, for each way the rescue ends."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))
-
-from ansible_collections.specdeploy.toolkit.plugins.filter import rollback  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.filter import rollback
 
 FACTS = {
     "host": "node1",

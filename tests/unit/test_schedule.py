@@ -6,15 +6,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from specdeploy.controller import advisor, schedule
 
-from specdeploy.controller import advisor, schedule  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 MOE = ROOT / "tests" / "fixtures" / "vllm-0.20.2-moe"
 

@@ -4,13 +4,8 @@ secrets environment file and the not-ready message (plugins/filter/serving.py)."
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))
-
-from ansible_collections.specdeploy.toolkit.plugins.filter import engines, serving  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.filter import engines, serving
 
 KNOBS = {
     "model": "/models/m",

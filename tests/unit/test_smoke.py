@@ -8,14 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import Standin
+
+from specdeploy.node.validation import check, smoke
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "standin"))
-
-from harness import Standin  # noqa: E402
-
-from specdeploy.node.validation import check, smoke  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

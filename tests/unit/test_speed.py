@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from specdeploy.node.validation import speed  # noqa: E402
+from specdeploy.node.validation import speed
 
 
 def write(tmp_path: Path, d: dict) -> Path:

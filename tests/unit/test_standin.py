@@ -12,21 +12,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from harness import PYTHON, STANDIN, Standin, free_port
+
+from specdeploy.node.validation import check, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "standin"))
-
-from harness import PYTHON, STANDIN, Standin, free_port  # noqa: E402
-
-from specdeploy.node.validation import check, metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

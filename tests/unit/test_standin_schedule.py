@@ -4,20 +4,12 @@ its own simulated clock, and its validation is vLLM 0.26.0's own file from the r
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+import standin_engine
+import standin_timing
+import standin_vllm
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "standin"))
-
-import standin_engine  # noqa: E402
-import standin_timing  # noqa: E402
-import standin_vllm  # noqa: E402
-
-from specdeploy.controller import advisor, schedule, wheels  # noqa: E402
+from specdeploy.controller import advisor, schedule, wheels
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64)
 RATES = standin_timing.DEFAULT_ACCEPTANCE

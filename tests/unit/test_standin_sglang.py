@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,15 +13,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import standin_sglang as sgl
+from harness import PYTHON, STANDIN, STANDIN_SGLANG, Standin
+
+from specdeploy.controller import engines
+from specdeploy.node.validation import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "standin"))
-
-import standin_sglang as sgl  # noqa: E402
-from harness import PYTHON, STANDIN, STANDIN_SGLANG, Standin  # noqa: E402
-
-from specdeploy.controller import engines  # noqa: E402
-from specdeploy.node.validation import metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 FIX = ROOT / "tests" / "fixtures" / "sglang-0.5.15-h200"

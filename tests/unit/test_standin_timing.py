@@ -5,18 +5,15 @@ the speed tests use do what they are named for."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import fit_profile
 import pytest
+import standin_engine
+import standin_timing
+from standin_timing import DEFAULT, distinct_experts
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "standin"))
-
-import fit_profile  # noqa: E402
-import standin_engine  # noqa: E402
-import standin_timing  # noqa: E402
-from standin_timing import DEFAULT, distinct_experts  # noqa: E402
 
 RECORDED = ROOT / "tests" / "fixtures" / "moe-speedup-h200"
 PROFILES = ROOT / "tests" / "standin" / "profiles"

@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))
-
-from ansible_collections.specdeploy.toolkit.plugins.filter import validation  # noqa: E402
-from ansible_collections.specdeploy.toolkit.plugins.module_utils import wording  # noqa: E402
+from ansible_collections.specdeploy.toolkit.plugins.filter import validation
+from ansible_collections.specdeploy.toolkit.plugins.module_utils import wording
 
 NOT_READ = {"failed": True, "msg": "file not found"}
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from specdeploy.node.validation import check, loadgen
-from specdeploy.node.validation.workload import Workload, WorkloadError
+from specdeploy.node.validation.workload import Workload, WorkloadError, parse_levels
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,12 +56,34 @@ def test_it_is_frozen() -> None:
         ("levels", "1,1", "--levels '1,1': distinct integers >= 1"),
         ("levels", "1,x", "--levels '1,x': comma-separated integers, e.g. 1,8,32"),
         ("levels", [0, 8], "--levels 0: must be an integer >= 1"),
+        ("levels", "1,0", "--levels '1,0': level '0' is not a concurrency level (int >= 1)"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_flag(field: str, value: object, said: str) -> None:
     with pytest.raises(WorkloadError) as e:
         Workload(**{field: value})  # type: ignore[arg-type]
     assert str(e.value) == said
+
+
+def test_levels_have_one_parser_whose_errors_name_the_flag_or_knob_given() -> None:
+    """The gates' preflight and the baseline plan parse levels with the Workload's parser."""
+    from specdeploy.controller import baseline_plan
+    from specdeploy.node.validation import gate
+
+    assert parse_levels("1, 8,32") == parse_levels([1, 8, 32]) == (1, 8, 32)
+    for bad, said in [
+        ("8,8", "validation_concurrency '8,8': distinct integers >= 1"),
+        ("", "validation_concurrency '': distinct integers >= 1"),
+        ("1,x", "validation_concurrency '1,x': comma-separated integers, e.g. 1,8,32"),
+        ("1,-2", "validation_concurrency '1,-2': level '-2' is not a concurrency level"),
+    ]:
+        with pytest.raises(WorkloadError) as e:
+            parse_levels(bad, "validation_concurrency")
+        assert str(e.value).startswith(said)
+        with pytest.raises(baseline_plan.PlanInputError) as p:
+            baseline_plan.parse_levels(bad)
+        assert str(p.value) == str(e.value)
+    assert gate.parse_levels is parse_levels
 
 
 def test_flags_override_the_json_and_the_json_overrides_the_defaults() -> None:

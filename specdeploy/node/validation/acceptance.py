@@ -132,49 +132,18 @@ class Spread:
         return asdict(self) | {"n": len(self.values)}
 
 
-_WORKLOAD = Workload()  # the defaults of the workload fields below, written once in Workload
-
-
 @dataclass
 class AcceptanceConfig:
+    """One acceptance run: the workload it sends (its counts, budget, sampling and endpoint,
+    read from ``workload``, written once there) and what is not the workload's."""
+
     served_model_name: str
-    prompts: list[Prompt]
-    max_requests: int = _WORKLOAD.max_requests
-    time_budget_s: float = _WORKLOAD.time_budget_s
-    repeats: int = _WORKLOAD.repeats
-    request_timeout_s: float = _WORKLOAD.request_timeout_s
+    prompts: list[Prompt]  # the workload's prompt set, already read
+    workload: Workload = field(default_factory=Workload)
     metrics_timeout_s: float = 10.0
-    warmup: int = _WORKLOAD.warmup
-    concurrency: int = _WORKLOAD.concurrency
-    max_tokens: int | None = _WORKLOAD.max_tokens
     no_spec_baseline: bool = False
-    endpoint: str = _WORKLOAD.endpoint  # chat: the server applies the model's chat template
-    temperature: float = _WORKLOAD.temperature
-    top_p: float = _WORKLOAD.top_p
     per_kind: bool = True  # one /metrics window per prompt kind after the repeats
     per_kind_requests: int = 4
-
-    @classmethod
-    def of(
-        cls, workload: Workload, served_model_name: str, prompts: list[Prompt], **rest: object
-    ) -> AcceptanceConfig:
-        """The acceptance run of ``workload`` (its prompts already read); ``rest``: the
-        fields that are not the workload's (no_spec_baseline, per_kind, ...)."""
-        return cls(
-            served_model_name=served_model_name,
-            prompts=prompts,
-            max_requests=workload.max_requests,
-            time_budget_s=workload.time_budget_s,
-            repeats=workload.repeats,
-            request_timeout_s=workload.request_timeout_s,
-            warmup=workload.warmup,
-            concurrency=workload.concurrency,
-            max_tokens=workload.max_tokens,
-            endpoint=workload.endpoint,
-            temperature=workload.temperature,
-            top_p=workload.top_p,
-            **rest,  # type: ignore[arg-type]
-        )
 
 
 @dataclass
@@ -293,18 +262,18 @@ def send(client: Client, cfg: AcceptanceConfig, p: Prompt, max_tokens: int) -> d
     body: dict[str, object] = {
         "model": cfg.served_model_name,
         "max_tokens": max_tokens,
-        "temperature": cfg.temperature,
-        "top_p": cfg.top_p,
+        "temperature": cfg.workload.temperature,
+        "top_p": cfg.workload.top_p,
         "ignore_eos": True,
         "seed": 0,
     }
-    if cfg.endpoint == "chat":
+    if cfg.workload.endpoint == "chat":
         body["messages"] = p.as_messages()
         path = "/v1/chat/completions"
     else:
         body["prompt"] = p.as_text()
         path = "/v1/completions"
-    out = client.json("POST", path, body, cfg.request_timeout_s)
+    out = client.json("POST", path, body, cfg.workload.request_timeout_s)
     if not isinstance(out, dict) or not isinstance(out.get("choices"), list) or not out["choices"]:
         raise HttpError("bad_response", f"{path}: no choices in {str(out)[:200]}")
     return out
@@ -319,24 +288,24 @@ def _run_requests(
     max_requests: int | None = None,
 ) -> RepeatResult:
     prompts = prompts or cfg.prompts
-    limit = max_requests or cfg.max_requests
+    limit = max_requests or cfg.workload.max_requests
     t0 = time.monotonic()
     n_sent = 0
     tokens = 0
     stopped_by = "count"
 
     def one(p: Prompt) -> int:
-        n = completion_tokens(send(client, cfg, p, cfg.max_tokens or p.max_tokens))
+        n = completion_tokens(send(client, cfg, p, cfg.workload.max_tokens or p.max_tokens))
         if n is None:
             raise HttpError(
                 "bad_response", f"prompt {p.id}: response has no usage.completion_tokens"
             )
         return n
 
-    with ThreadPoolExecutor(max_workers=max(1, cfg.concurrency)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, cfg.workload.concurrency)) as pool:
         inflight: set[Future[int]] = set()
         while True:
-            while len(inflight) < max(1, cfg.concurrency) and n_sent < limit:
+            while len(inflight) < max(1, cfg.workload.concurrency) and n_sent < limit:
                 if n_sent > 0 and time.monotonic() - t0 >= budget_s:
                     stopped_by = "time"
                     break
@@ -358,13 +327,13 @@ def run_acceptance(client: Client, cfg: AcceptanceConfig) -> AcceptanceResult:
     model = cfg.served_model_name
     t_start = time.monotonic()
     try:
-        for i in range(cfg.warmup):
+        for i in range(cfg.workload.warmup):
             p = cfg.prompts[i % len(cfg.prompts)]
-            send(client, cfg, p, min(16, cfg.max_tokens or p.max_tokens))
-        budget_left = cfg.time_budget_s - (time.monotonic() - t_start)
-        per_repeat = max(budget_left, 0.0) / max(1, cfg.repeats)
+            send(client, cfg, p, min(16, cfg.workload.max_tokens or p.max_tokens))
+        budget_left = cfg.workload.time_budget_s - (time.monotonic() - t_start)
+        per_repeat = max(budget_left, 0.0) / max(1, cfg.workload.repeats)
         deltas: list[metrics.SpecDelta] = []
-        for i in range(max(1, cfg.repeats)):
+        for i in range(max(1, cfg.workload.repeats)):
             before = read_snapshot(client, model, cfg.metrics_timeout_s)
             if spec and not before.present:
                 res.status = "spec_off"
@@ -437,7 +406,7 @@ def measure_kinds(client: Client, cfg: AcceptanceConfig) -> dict[str, dict[str, 
         prompts = [p for p in cfg.prompts if p.kind == kind]
         before = read_snapshot(client, cfg.served_model_name, cfg.metrics_timeout_s)
         rep = _run_requests(
-            client, cfg, cfg.time_budget_s, 0, prompts, max(1, cfg.per_kind_requests)
+            client, cfg, cfg.workload.time_budget_s, 0, prompts, max(1, cfg.per_kind_requests)
         )
         after = read_snapshot(client, cfg.served_model_name, cfg.metrics_timeout_s)
         d = metrics.delta(before, after, elapsed_s=rep.wall_s)

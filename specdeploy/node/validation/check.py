@@ -346,10 +346,10 @@ def run(args: argparse.Namespace, workload: Workload | None = None) -> dict[str,
             result["server_version"] = v if isinstance(v, str) else None
         except (smoke.HttpError, ValueError, AttributeError):
             pass
-        acfg = acceptance.AcceptanceConfig.of(
-            workload,
+        acfg = acceptance.AcceptanceConfig(
             served_model_name=args.served_model_name,
             prompts=prompts,
+            workload=workload,
             no_spec_baseline=args.no_spec_baseline,
             per_kind=not args.no_per_kind,
         )

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from specdeploy.node import cli, jsontext
 from specdeploy.node.validation.acceptance import AcceptanceResult
+from specdeploy.node.validation.workload import WorkloadError, parse_levels
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -219,16 +220,6 @@ def load_thresholds(path: str | Path | None) -> Thresholds:
             except yaml.YAMLError as e:  # syntax, or a key YAML cannot hash ({[1]: 2})
                 raise GateConfigError(cli.reason(e)) from None
     return thresholds_from_mapping(data)
-
-
-def parse_levels(text: str) -> list[int]:
-    """``1,8,32`` -> [1, 8, 32]; raises :class:`GateConfigError` naming the problem."""
-    levels = [_level("levels", x) for x in text.split(",") if x.strip()]
-    if not levels:
-        raise GateConfigError("levels: give one or more concurrency levels, e.g. 1,8,32")
-    if len(set(levels)) != len(levels):
-        raise GateConfigError(f"levels: {text!r} repeats a level")
-    return levels
 
 
 def validate(t: Thresholds, num_speculative_tokens: int, levels: list[int], flag: str = "") -> None:
@@ -700,10 +691,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     try:
-        levels = parse_levels(a.levels)
+        levels = list(parse_levels(a.levels))  # the Workload's parser: the same one-line errors
         t = load_thresholds(a.validate)
         validate(t, a.num_speculative_tokens, levels)
-    except GateConfigError as e:
+    except (GateConfigError, WorkloadError) as e:
         print(f"gates {a.validate}: {e}", file=sys.stderr)
         return EXIT_UNMEASURED
     except (OSError, ValueError) as e:

@@ -251,47 +251,36 @@ def _one_repeat(
 def measure_levels(
     base_url: str,
     model: str,
-    levels: list[int],
+    workload: Workload,
     *,
     prompts: list[list[dict]],
-    max_tokens: int = 128,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    repeats: int = 3,
-    min_window_s: float = 5.0,
-    endpoint: str = "chat",
     api_key: str | None = None,
-    timeout_s: float = 120.0,
     ignore_eos: bool = True,
-    warmup_requests: int = 1,
     warmup_per_level: bool = False,
 ) -> list[LevelResult]:
-    """Measure every level in order; see the module docstring for what is measured.
+    """Measure every level of ``workload`` in order (its ``measured_levels``, with its
+    sampling, endpoint, repeats, window, request timeout and ``level_max_tokens``); see the
+    module docstring for what is measured. The workload's values were checked when it was
+    made (:class:`WorkloadError` is a :class:`ValueError`).
 
-    ``warmup_requests`` requests (not counted) go out once before the first level;
+    ``workload.warmup`` requests (not counted) go out once before the first level;
     ``warmup_per_level`` adds one unmeasured round of ``c`` concurrent requests before each
     level (on the H200 MoE recording the first repeat at a new concurrency was often much
     slower than the next two: docs/speedup-gpu.md).
-    Raises :class:`ValueError` for bad arguments and :class:`LoadgenError` when a request fails.
+    Raises :class:`ValueError` for bad prompts and :class:`LoadgenError` when a request fails.
     """
-    if endpoint not in ENDPOINTS:
-        raise ValueError(f"endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
-    if not levels or any(not isinstance(c, int) or c < 1 for c in levels):
-        raise ValueError(f"levels {levels!r}: give one or more integers >= 1")
     if not prompts or any(not isinstance(p, list) or not p for p in prompts):
         raise ValueError("prompts: give one or more non-empty lists of chat messages")
-    if repeats < 1:
-        raise ValueError(f"repeats {repeats}: must be >= 1")
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens {max_tokens}: must be >= 1")
+    endpoint = workload.endpoint
+    timeout_s = workload.request_timeout_s
     url = base_url.rstrip("/") + ENDPOINTS[endpoint]
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     params: dict[str, object] = {
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "top_p": top_p,
+        "max_tokens": workload.level_max_tokens,
+        "temperature": workload.temperature,
+        "top_p": workload.top_p,
     }
     if ignore_eos:
         params["ignore_eos"] = True  # vLLM's extension: every request generates max_tokens
@@ -301,17 +290,17 @@ def measure_levels(
         return stream_one(url, body, endpoint, headers, timeout_s)
 
     cycle = itertools.cycle(prompts)
-    for _ in range(warmup_requests):
+    for _ in range(workload.warmup):
         send(next(cycle))
     results = []
-    for c in levels:
+    for c in workload.measured_levels:
         if warmup_per_level:
             _one_repeat(c, cycle, send, 0.0, min_requests=c)
         tps: list[float] = []
         reqs: list[_Request] = []
         wall_total = 0.0
-        for _ in range(repeats):
-            done, wall = _one_repeat(c, cycle, send, min_window_s)
+        for _ in range(workload.repeats):
+            done, wall = _one_repeat(c, cycle, send, workload.min_window_s)
             tokens = sum(r.output_tokens for r in done)
             tps.append(tokens / wall if wall > 0 else 0.0)
             reqs.extend(done)
@@ -334,36 +323,6 @@ def measure_levels(
             )
         )
     return results
-
-
-def measure_workload(
-    base_url: str,
-    model: str,
-    workload: Workload,
-    *,
-    prompts: list[list[dict]],
-    api_key: str | None = None,
-    ignore_eos: bool = True,
-    warmup_per_level: bool = False,
-) -> list[LevelResult]:
-    """:func:`measure_levels` of the workload's levels, sampling, window and warm-up."""
-    return measure_levels(
-        base_url,
-        model,
-        workload.measured_levels,
-        prompts=prompts,
-        max_tokens=workload.level_max_tokens,
-        temperature=workload.temperature,
-        top_p=workload.top_p,
-        repeats=workload.repeats,
-        min_window_s=workload.min_window_s,
-        endpoint=workload.endpoint,
-        api_key=api_key,
-        timeout_s=workload.request_timeout_s,
-        ignore_eos=ignore_eos,
-        warmup_requests=workload.warmup,
-        warmup_per_level=warmup_per_level,
-    )
 
 
 def load_prompts_file(path: str | Path) -> list[list[dict]]:
@@ -478,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prompts = load_prompts_file(workload.prompts or default_prompts_file())
         model = a.model or served_model(a.base_url, api_key, workload.request_timeout_s)
-        rows = measure_workload(
+        rows = measure_levels(
             a.base_url,
             model,
             workload,

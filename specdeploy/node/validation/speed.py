@@ -149,7 +149,7 @@ def measure(
     """Each of the workload's levels measured by the load generator (``loadgen.to_dict``
     form); ``prompts`` are the workload's, already read (the caller reads them once for the
     acceptance run too)."""
-    rows = loadgen.measure_workload(
+    rows = loadgen.measure_levels(
         base_url, model, workload, prompts=[p.as_messages() for p in prompts], api_key=api_key
     )
     return [loadgen.to_dict(r) for r in rows]

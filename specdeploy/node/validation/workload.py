@@ -56,15 +56,40 @@ _FLAGS: dict[str, _Flag] = {
 }
 
 
-def parse_levels(text: str) -> tuple[int, ...]:
-    """``"1,8,32"`` as levels; distinct, because a level measured twice is keyed once in a
-    throughput document and one of the two figures would vanish."""
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise WorkloadError(f"--levels {text!r}: comma-separated integers, e.g. 1,8,32") from None
-    if not levels or min(levels) < 1 or len(set(levels)) != len(levels):
-        raise WorkloadError(f"--levels {text!r}: distinct integers >= 1")
+def parse_levels(value: object, name: str = "--levels") -> tuple[int, ...]:
+    """The concurrency levels, checked: ``"1,8,32"`` (a flag, the role's joined knob) or a
+    list (JSON, Python). Each an integer >= 1 (not a bool, not a float: finite by
+    construction); distinct, because a level measured twice is keyed once in a throughput
+    document and one of the two figures would vanish.
+
+    The one parser of levels lists: the workload's ``levels``, the gates' preflight
+    (:mod:`specdeploy.node.validation.gate`) and the baseline plan
+    (:mod:`specdeploy.controller.baseline_plan`) all use it. A bad value is a one-line
+    :class:`WorkloadError` naming ``name`` (the flag or knob given) and the value."""
+    if isinstance(value, str):
+        parts = [x.strip() for x in value.split(",") if x.strip()]
+        try:
+            levels = tuple(int(x) for x in parts)
+        except ValueError:
+            raise WorkloadError(
+                f"{name} {value!r}: comma-separated integers, e.g. 1,8,32"
+            ) from None
+        for part, c in zip(parts, levels, strict=True):
+            if c < 1:
+                raise WorkloadError(
+                    f"{name} {value!r}: level {part!r} is not a concurrency level (int >= 1)"
+                )
+        shown = repr(value)
+    elif isinstance(value, list | tuple):
+        for c in value:
+            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+                raise WorkloadError(f"{name} {c!r}: must be an integer >= 1")
+        levels = tuple(value)
+        shown = repr(list(value))
+    else:
+        raise WorkloadError(f"{name} {value!r}: a list of integers >= 1")
+    if not levels or len(set(levels)) != len(levels):
+        raise WorkloadError(f"{name} {shown}: distinct integers >= 1")
     return levels
 
 
@@ -93,7 +118,7 @@ class Workload:
 
     def __post_init__(self) -> None:
         if self.levels is not None:
-            object.__setattr__(self, "levels", _levels_of(self.levels))
+            object.__setattr__(self, "levels", parse_levels(self.levels))
         for name in ("concurrency", "max_requests", "repeats"):
             _count(name, getattr(self, name), minimum=1)
         _count("warmup", self.warmup, minimum=0)
@@ -189,19 +214,6 @@ class Workload:
             base = cls.from_json(ns.workload_json, base)
         given = {n: getattr(ns, n) for n in _FLAGS if getattr(ns, n, None) is not None}
         return dataclasses.replace(base, **given)
-
-
-def _levels_of(value: object) -> tuple[int, ...]:
-    """The levels as given: ``"1,8,32"`` (a flag, the role) or a list (JSON, Python)."""
-    if isinstance(value, str):
-        return parse_levels(value)
-    if not isinstance(value, list | tuple):
-        raise WorkloadError(f"--levels {value!r}: a list of integers >= 1")
-    for c in value:
-        _count("levels", c, minimum=1)
-    if not value or len(set(value)) != len(value):
-        raise WorkloadError(f"--levels {list(value)!r}: distinct integers >= 1")
-    return tuple(value)
 
 
 def _count(name: str, value: object, *, minimum: int) -> int:
