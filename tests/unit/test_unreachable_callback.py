@@ -9,13 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "collections"))  # the collection's package path, as Ansible loads it
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.unreachable import Lost, report
 
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.unreachable import (  # noqa: E402 (path above)
-    Lost,
-    report,
-)
+ROOT = Path(__file__).resolve().parents[2]
 
 PLAY = """\
 - name: Build, patch, switch and check the release (canary first, then stages)
