@@ -33,7 +33,7 @@ def test_every_row_is_recorded_by_its_groups_module():
     assert set(recorded) == set(faultlib.GROUPS)
     for key, (group, _fault, _expected) in faultlib.ROWS.items():
         assert key in recorded[group], f"{key} is recorded by no case of group {group}"
-    assert len(faultlib.ROWS) == 29
+    assert len(faultlib.ROWS) == 30
 
 
 def test_the_table_is_in_a_fixed_order_whatever_order_the_groups_end_in(tmp_path):
@@ -47,7 +47,7 @@ def test_the_table_is_in_a_fixed_order_whatever_order_the_groups_end_in(tmp_path
         )
     text = faultlib.render_table(tmp_path)
     rows = table_rows(text)
-    assert [r[0] for r in rows] == [str(i) for i in range(1, 30)]
+    assert [r[0] for r in rows] == [str(i) for i in range(1, 31)]
     assert [r[1] for r in rows] == [v[1] for v in faultlib.ROWS.values()]
     assert [r[3] for r in rows] == [f"seen {k}" for k in faultlib.ROWS]
     assert "NOT OBSERVED" not in text
@@ -61,7 +61,7 @@ def test_a_group_that_did_not_run_or_a_case_that_failed_shows_as_not_observed(tm
         json.dumps({"group": "first", "finished": "2026-01-01 00:00 UTC", "rows": first})
     )
     rows = {r[1]: r[3] for r in table_rows(faultlib.render_table(tmp_path))}
-    assert len(rows) == 29
+    assert len(rows) == 30
     assert rows["port open but not answering (requests hang)"].startswith("**NOT OBSERVED**")
     assert rows["node rebooted during the readiness wait"].startswith("**NOT OBSERVED**")
     assert rows["concurrent second deploy"] == "ok"
