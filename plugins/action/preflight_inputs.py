@@ -89,12 +89,9 @@ class ActionModule(ActionBase):
                     "preflight_speculative_schedule",
                     resolve(self._templar, "preflight_speculative_schedule"),
                 )
-                served = resolve(
-                    self._templar,
-                    "specdeploy_speculative_config_served",
-                    {"preflight_speculative_schedule": {} if schedule is UNSET else schedule},
+                served = rules.served_speculative_config(
+                    knobs, schedule if isinstance(schedule, dict) else None
                 )
-                served = served if isinstance(served, dict) else {}
                 verdict.extend(rules.gates_verdict(run(rules.gates_command(knobs, served)), host))
                 verdict.extend(rules.baseline_verdict(pending["baseline"].result()))
                 verdict.errors += rules.validation_file_errors(knobs, os.path.isfile)

@@ -333,6 +333,19 @@ def inputs_command(knobs: Mapping[str, Any], host: str) -> Command:
     return Command("inputs", argv)
 
 
+def served_speculative_config(
+    knobs: Mapping[str, Any], schedule: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The --speculative-config the server gets: the operator's specdeploy_speculative_config,
+    the drafter from specdeploy_drafter_path only, and with a k schedule (``schedule``: the
+    input check's resolution of specdeploy_speculative_schedule) its
+    num_speculative_tokens_per_batch_size and num_speculative_tokens = its largest k."""
+    served = dict(knobs.get("specdeploy_speculative_config") or {})
+    served["model"] = knobs.get("specdeploy_drafter_path")
+    served.update((schedule or {}).get("speculative_config") or {})
+    return served
+
+
 def gates_command(knobs: Mapping[str, Any], served: Mapping[str, Any]) -> Command:
     """The gates against num_speculative_tokens as the node serves it (k=0 without speculation:
     the floors are then not checked against k)."""

@@ -25,7 +25,10 @@ from typing import Any
 
 from ansible_collections.specdeploy.toolkit.plugins.filter.engines import engine_requirement
 from ansible_collections.specdeploy.toolkit.plugins.module_utils.release import release_paths
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.preflight import flag
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.preflight import (
+    flag,
+    served_speculative_config,
+)
 
 # The variables the plan reads (resolved by the action; an undefined one is absent).
 PLAN_KNOBS = (
@@ -35,7 +38,9 @@ PLAN_KNOBS = (
     "specdeploy_vllm_version",
     "specdeploy_sglang_version",
     "specdeploy_speculative_enabled",
-    "specdeploy_speculative_config_served",
+    "specdeploy_speculative_config",
+    "specdeploy_drafter_path",
+    "preflight_speculative_schedule",
     "specdeploy_model_path",
     "specdeploy_served_model_name",
     "specdeploy_tensor_parallel_size",
@@ -85,7 +90,7 @@ def plan(
     entry = knobs.get("preflight_version_entry") or {}
     series = entry.get("series_sha256", "native")
     speculative = (
-        knobs.get("specdeploy_speculative_config_served")
+        served_speculative_config(knobs, knobs.get("preflight_speculative_schedule"))
         if flag(knobs.get("specdeploy_speculative_enabled"))
         else None
     )

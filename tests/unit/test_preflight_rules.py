@@ -248,3 +248,29 @@ def test_the_drafter_verdict_reads_the_findings():
     command = rules.drafter_command(GOOD, PROBE)
     assert command is not None and "--provenance-json" not in command.argv
     assert command.argv[command.argv.index("--served-prompt-format") + 1] == "chat-template"
+
+
+def test_the_served_speculative_config_is_the_knob_the_drafter_and_the_schedule():
+    """One function (before: a Jinja var in roles/specdeploy/vars) for what the server gets;
+    the plan hashes it into the release id, the gates check k against it."""
+    knobs = {
+        "specdeploy_speculative_config": {"method": "eagle3", "num_speculative_tokens": 3},
+        "specdeploy_drafter_path": "/srv/models/drafter",
+    }
+    assert rules.served_speculative_config(knobs, None) == {
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+        "model": "/srv/models/drafter",
+    }
+    by_batch = {"1": 0, "16": 5}
+    schedule = {
+        "speculative_config": {
+            "num_speculative_tokens": 5,
+            "num_speculative_tokens_per_batch_size": by_batch,
+        }
+    }
+    served = rules.served_speculative_config(knobs, schedule)
+    assert served["num_speculative_tokens"] == 5 and served["model"] == "/srv/models/drafter"
+    assert served["num_speculative_tokens_per_batch_size"] == by_batch
+    assert knobs["specdeploy_speculative_config"]["num_speculative_tokens"] == 3  # not changed
+    assert rules.served_speculative_config({}, {}) == {"model": None}

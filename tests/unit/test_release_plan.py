@@ -23,8 +23,8 @@ KNOBS = {
     "specdeploy_vllm_version": "0.16.0",
     "specdeploy_sglang_version": "0.5.15",
     "specdeploy_speculative_enabled": True,
-    "specdeploy_speculative_config_served": {
-        "method": "eagle3", "num_speculative_tokens": 3, "model": "/srv/models/Kimi-K2.5-eagle3"},
+    "specdeploy_speculative_config": {"method": "eagle3", "num_speculative_tokens": 3},
+    "specdeploy_drafter_path": "/srv/models/Kimi-K2.5-eagle3",
     "specdeploy_model_path": "/srv/models/Kimi-K2.5",
     "specdeploy_served_model_name": "kimi-k2.5",
     "specdeploy_tensor_parallel_size": 8,
