@@ -50,6 +50,8 @@ class CallbackModule(CallbackBase):
         self._play = play.get_name().strip()
 
     def v2_runner_on_unreachable(self, result) -> None:
+        if result._task.ignore_unreachable:  # the play handles it (make status lists the node)
+            return
         host = result._host.get_name()
         if host not in self._lost:  # the first loss is where the run lost it
             items = [

@@ -31,8 +31,8 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_node_lost_mid_rollout_is_said_after_the_recap(tmp_path):
-    (tmp_path / "play.yml").write_text(PLAY)
+def run_play(tmp_path, play: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "play.yml").write_text(play)
     (tmp_path / "hosts.yml").write_text(
         "all:\n  hosts:\n    lost:\n"
         f"      ansible_host: 127.0.0.1\n      ansible_port: {closed_port()}\n"
@@ -40,7 +40,7 @@ def test_a_node_lost_mid_rollout_is_said_after_the_recap(tmp_path):
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     env["ANSIBLE_SSH_ARGS"] = "-o ConnectTimeout=5"  # no ControlMaster socket left behind
     env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
-    run = subprocess.run(
+    return subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "hosts.yml", "play.yml"],
         cwd=tmp_path,
         env=env,
@@ -49,6 +49,10 @@ def test_a_node_lost_mid_rollout_is_said_after_the_recap(tmp_path):
         timeout=120,
         check=False,
     )
+
+
+def test_a_node_lost_mid_rollout_is_said_after_the_recap(tmp_path):
+    run = run_play(tmp_path, PLAY)
     assert run.returncode == 4, run.stdout + run.stderr  # Ansible's exit code: unreachable
     said = run.stderr[run.stderr.find("specdeploy: lost") :]
     assert said.startswith(
@@ -58,6 +62,16 @@ def test_a_node_lost_mid_rollout_is_said_after_the_recap(tmp_path):
     assert "the rollout stopped at this node's stage" in said
     assert "run the same command again" in said
     assert run.stdout.index("PLAY RECAP") >= 0  # (stdout: Ansible's own lines, as before)
+
+
+def test_a_play_that_handles_unreachable_nodes_gets_no_paragraph(tmp_path):
+    """make status lists an unreachable node in its table (ignore_unreachable): nothing stopped."""
+    task = "      ansible.builtin.command:"
+    handled = PLAY.replace(task, "      ignore_unreachable: true\n" + task)
+    run = run_play(tmp_path, handled)
+    assert "ignore_unreachable: true" in handled
+    assert "UNREACHABLE" in run.stdout  # Ansible's own line, as before
+    assert "specdeploy: lost became UNREACHABLE" not in run.stderr, run.stderr
 
 
 def test_one_paragraph_per_host_and_an_empty_cause_named():
