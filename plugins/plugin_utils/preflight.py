@@ -153,25 +153,28 @@ def shutdown_errors(knobs: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def drain_timeout_errors(knobs: Mapping[str, Any]) -> list[str]:
-    value = knobs.get("specdeploy_drain_timeout_s")
+def _whole_number_errors(knobs: Mapping[str, Any], name: str, meaning: str) -> list[str]:
+    value = knobs.get(name)
     if re.match(r"^[0-9]+$", str(value)):
         return []
-    return [
-        f"specdeploy_drain_timeout_s={value}: must be a whole number of seconds >= 0 (the "
-        "longest wait for the requests in flight after the drain). Nothing changed."
-    ]
+    return [f"{name}={value}: must be a whole number {meaning}. Nothing changed."]
+
+
+def drain_timeout_errors(knobs: Mapping[str, Any]) -> list[str]:
+    return _whole_number_errors(
+        knobs,
+        "specdeploy_drain_timeout_s",
+        "of seconds >= 0 (the longest wait for the requests in flight after the drain)",
+    )
 
 
 def drain_guard_errors(knobs: Mapping[str, Any]) -> list[str]:
-    value = knobs.get("specdeploy_drain_keep_in_rotation")
-    if re.match(r"^[0-9]+$", str(value)):
-        return []
-    return [
-        f"specdeploy_drain_keep_in_rotation={value}: must be a whole number >= 0 (how many of "
-        "the balancer's other servers must stay in rotation during a drain; 0: no guard). "
-        "Nothing changed."
-    ]
+    return _whole_number_errors(
+        knobs,
+        "specdeploy_drain_keep_in_rotation",
+        ">= 0 (how many of the balancer's other servers must stay in rotation during a drain; "
+        "0: no guard)",
+    )
 
 
 def knob_errors(knobs: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:

@@ -57,12 +57,16 @@ def test_every_knob_a_role_documents_and_the_playbook_knobs_are_known(known) -> 
         assert playbook_knob in names
 
 
-def test_the_cli_reads_the_inventory_as_ansible_does(tmp_path) -> None:
-    hosts = inventory(tmp_path, "validation_concurency: [1, 8]\nspecdeploy_port: 8000\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "specdeploy.controller.knobs_check", "--inventory", str(hosts)],
+def knobs_check_cli(source: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "specdeploy.controller.knobs_check", "--inventory", str(source)],
         capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
     )  # fmt: skip
+
+
+def test_the_cli_reads_the_inventory_as_ansible_does(tmp_path) -> None:
+    hosts = inventory(tmp_path, "validation_concurency: [1, 8]\nspecdeploy_port: 8000\n")
+    proc = knobs_check_cli(hosts)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
         "knobs-check: error: validation_concurency (set for gpu-01, gpu-02): no such knob; "
@@ -73,10 +77,7 @@ def test_the_cli_reads_the_inventory_as_ansible_does(tmp_path) -> None:
 def test_an_inventory_that_cannot_be_parsed_is_one_line(tmp_path) -> None:
     broken = tmp_path / "hosts.yml"
     broken.write_text("all: {hosts: [\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "specdeploy.controller.knobs_check", "--inventory", str(broken)],
-        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
-    )  # fmt: skip
+    proc = knobs_check_cli(broken)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
         f"knobs-check: error: --inventory {broken}: Unable to parse {broken} as an inventory source"

@@ -399,9 +399,14 @@ class Player:
 
     def start(self, playbook: str = "deploy.yml", extra: dict | None = None, *args: str):
         """A playbook in the background (own session: killed as a group, by its id)."""
+        return self._background(self.command(playbook, extra, args))
+
+    def _background(self, command: list[str]):
+        """``command`` in the background, in a session of its own (its process group is
+        signalled as a whole, by its id); ``finish`` collects its output."""
         out = open(self.workdir / f"bg-{time.monotonic_ns()}.out", "w+")  # noqa: SIM115
         proc = subprocess.Popen(
-            self.command(playbook, extra, args),
+            command,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=self.env(),
@@ -429,18 +434,7 @@ class Player:
     def start_make(self, target: str, extra: dict | None = None, **make_vars: str):
         """A Makefile target in the background, in a session of its own: its process group is
         the terminal's, which Ctrl-C signals as a whole (os.killpg(proc.pid, SIGINT))."""
-        out = open(self.workdir / f"bg-{time.monotonic_ns()}.out", "w+")  # noqa: SIM115
-        proc = subprocess.Popen(
-            self.make_command(target, extra, make_vars),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=self.env(),
-            cwd=REPO,
-            start_new_session=True,
-        )
-        proc.started = time.monotonic()  # type: ignore[attr-defined]
-        proc.out = out  # type: ignore[attr-defined]
-        return proc
+        return self._background(self.make_command(target, extra, make_vars))
 
     def make(self, target: str, extra: dict | None = None, **make_vars: str) -> Run:
         """A Makefile target, as the operator types it (make rollback TO=...)."""
