@@ -3,7 +3,8 @@
 ``node_layout``: the directories a node needs (the release root, the model's and the drafter's
 parent directories, the config directory, the service user's cache and log directories), as
 items of the files module. ``reboot_plan_note``: what a driver change means for a reboot, said
-in check mode. Pure functions.
+in check mode. ``limits_conf`` and ``sysctl_conf``: the two settings files the provisioning
+owns, whole (limits.d and sysctl.d syntax). Pure functions.
 """
 
 from __future__ import annotations
@@ -40,6 +41,22 @@ def node_layout(
     )
 
 
+def _conf(head: str, lines: list[str]) -> str:
+    return "".join(f"{line}\n" for line in [f"# Managed by specdeploy ({head}", *lines])
+
+
+def limits_conf(limits: list[dict[str, Any]], user: str) -> str:
+    """limits.d lines for the service user's logins (``<user> - <item> <value>``)."""
+    lines = [f"{user} - {limit['item']} {limit['value']}" for limit in limits]
+    return _conf("gpu_node_limits): limits of the service user's logins.", lines)
+
+
+def sysctl_conf(sysctls: dict[str, Any]) -> str:
+    """sysctl.d lines (``key=value``), sorted by key."""
+    lines = [f"{key}={value}" for key, value in sorted(sysctls.items())]
+    return _conf("gpu_node_sysctls): kernel settings for a large model server.", lines)
+
+
 def reboot_plan_note(needed: bool, *, allowed: bool, is_controller: bool) -> str:
     if not needed:
         return "No reboot needed."
@@ -50,4 +67,9 @@ def reboot_plan_note(needed: bool, *, allowed: bool, is_controller: bool) -> str
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"node_layout": node_layout, "reboot_plan_note": reboot_plan_note}
+        return {
+            "node_layout": node_layout,
+            "reboot_plan_note": reboot_plan_note,
+            "limits_conf": limits_conf,
+            "sysctl_conf": sysctl_conf,
+        }

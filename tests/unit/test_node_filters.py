@@ -45,6 +45,20 @@ def test_the_weights_directories_are_both_laid_out_when_they_differ() -> None:
     assert [item["path"] for item in items][2:4] == ["/models", "/drafters"]
 
 
+def test_the_settings_files_render_the_knobs_whole_and_in_a_stable_order() -> None:
+    limits = gpu_node.limits_conf(
+        [{"item": "memlock", "value": "unlimited"}, {"item": "nofile", "value": "1048576"}], "vllm"
+    )
+    assert limits.splitlines()[1:] == ["vllm - memlock unlimited", "vllm - nofile 1048576"]
+    assert limits.startswith("# Managed by specdeploy (gpu_node_limits)") and limits.endswith("\n")
+    # sorted by key whatever the knob's order: the same knobs never rewrite the file
+    one = gpu_node.sysctl_conf({"vm.swappiness": "10", "kernel.numa_balancing": "0"})
+    two = gpu_node.sysctl_conf({"kernel.numa_balancing": "0", "vm.swappiness": "10"})
+    assert one == two
+    assert one.splitlines()[1:] == ["kernel.numa_balancing=0", "vm.swappiness=10"]
+    assert gpu_node.sysctl_conf({}).count("\n") == 1  # the header alone
+
+
 def test_the_reboot_note_in_check_mode() -> None:
     assert (
         gpu_node.reboot_plan_note(False, allowed=True, is_controller=False) == "No reboot needed."
