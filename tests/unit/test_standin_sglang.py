@@ -87,8 +87,11 @@ def test_sglang_endpoints_meta_info_server_info_and_metrics_agree():
     lines = [ln for ln in log.splitlines() if "Decode batch" in ln]
     found = [engines.ACCEPT_LOG.search(ln) for ln in lines]
     assert lines and all(found)
-    for f in found:  # accept rate = (accept len - 1) / steps, as on the H200 (topk 1)
-        assert float(f["rate"]) == pytest.approx((float(f["len"]) - 1) / 3, abs=0.006)
+    # accept rate = (accept len - 1) / steps, as on the H200 (topk 1). Both are printed with two
+    # decimals: the rate's rounding (0.005) plus the length's over 3 steps (0.005 / 3) may part
+    # them by up to 0.0067 (len 2.875 -> "2.88", rate 0.625 -> "0.62" failed at 0.006 once).
+    for f in found:
+        assert float(f["rate"]) == pytest.approx((float(f["len"]) - 1) / 3, abs=0.0068)
 
 
 def test_metric_names_and_labels_are_the_recorded_ones():
