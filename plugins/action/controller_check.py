@@ -20,8 +20,10 @@ mode too (read-only), like the tasks it replaces (``check_mode: false``).
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import (
+    run_check,
     run_once_per_input,
 )
 
@@ -42,8 +44,16 @@ class ActionModule(ActionBase):
         stdin = None if stdin is None else str(stdin)
         chdir = args.get("chdir")
         chdir = None if chdir is None else str(chdir)
+        once = boolean(args.get("once_per_input", True), strict=True)
+        if not once and self._task.check_mode:
+            result.update(skipped=True, changed=False, msg="it records: skipped in check mode")
+            return result
         try:
-            answer, cached = run_once_per_input(argv, stdin, chdir)
+            answer, cached = (
+                run_once_per_input(argv, stdin, chdir)
+                if once
+                else (run_check(argv, stdin, chdir), False)
+            )
         except OSError as exc:
             raise AnsibleActionFail(f"controller_check: {argv[:3]}: {exc}") from exc
         result.update(answer)
@@ -55,5 +65,6 @@ class ActionModule(ActionBase):
             stderr_lines=answer["stderr"].splitlines(),
         )
         if answer["rc"] != 0:
-            result.update(failed=True, msg=f"non-zero return code {answer['rc']}")
+            # the words of ansible.builtin.command, which the rollout's failure filter leaves out
+            result.update(failed=True, msg="non-zero return code")
         return result

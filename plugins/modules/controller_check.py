@@ -30,6 +30,12 @@ options:
   chdir:
     description: The directory the command runs in.
     type: path
+  once_per_input:
+    description:
+      - V(false) for a command that records something (the controller's history). It runs every
+        time it is asked, never answers from another run, and is skipped in check mode.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - specdeploy.toolkit.read_only_action
 notes:

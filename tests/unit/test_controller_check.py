@@ -96,3 +96,31 @@ def test_a_node_with_its_own_baseline_knob_gets_its_own_verdict(tmp_path: Path) 
     assert knob["n3"]["rc"] != 0  # a level without a figure: refused for n3 alone
     assert checks["n3"]["failed"] is True and "validation_baseline_tps" in checks["n3"]["msg"]
     assert "failed" not in checks["n1"] and "failed" not in checks["n2"]
+
+
+def test_a_command_that_records_runs_every_time_and_not_in_check_mode(tmp_path: Path) -> None:
+    """once_per_input: false (the history's record): two asks, two runs; --check: none."""
+    log = tmp_path / "records.txt"
+    append = [sys.executable, "-c", f"open({str(log)!r}, 'a').write('x')"]
+    task = "    - specdeploy.toolkit.controller_check:\n        argv: {argv}\n{once}"
+    tasks = "".join(
+        task.format(argv=json.dumps(append), once=once)
+        for once in ("        once_per_input: false\n",) * 2 + ("",) * 2
+    )
+    (tmp_path / "hosts.json").write_text(json.dumps({"all": {"hosts": {"one": {}}}}))
+    (tmp_path / "play.yml").write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{tasks}")
+    env = os.environ | {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+    }
+    base = [str(BIN / "ansible-playbook"), "-i", "hosts.json", "-c", "local", "play.yml"]
+    for extra in (["--check"], []):
+        run = subprocess.run(
+            base + extra, cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        if extra:  # check mode: the recording runs skipped, the read-only ones ran once
+            assert log.read_text() == "x"
+            log.unlink()
+    # two recording runs, then the two read-only asks answered by one run
+    assert log.read_text() == "xxx"
