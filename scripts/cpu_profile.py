@@ -63,6 +63,8 @@ def comp_t(value: int) -> int:
 
 
 def parse(data: bytes) -> list[Process]:
+    if not data:
+        raise UsageError("empty: no process was accounted (was accounting on?)")
     if len(data) % RECORD.size:
         raise UsageError(f"{len(data)} bytes: not a whole number of acct v3 records")
     found = []
@@ -124,8 +126,9 @@ def profile(processes: list[Process]) -> dict:
     cpu: Counter[str] = Counter()
     count: Counter[str] = Counter()
     for i, p in enumerate(processes):
-        cpu[kind(chains[i])] += p.cpu_s
-        count[kind(chains[i])] += 1
+        what = kind(chains[i])
+        cpu[what] += p.cpu_s
+        count[what] += 1
     by_command: Counter[str] = Counter()
     for p in processes:
         by_command[p.command] += p.cpu_s

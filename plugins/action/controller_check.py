@@ -44,7 +44,10 @@ class ActionModule(ActionBase):
         stdin = None if stdin is None else str(stdin)
         chdir = args.get("chdir")
         chdir = None if chdir is None else str(chdir)
-        once = boolean(args.get("once_per_input", True), strict=True)
+        try:
+            once = boolean(args.get("once_per_input", True), strict=True)
+        except TypeError as exc:
+            raise AnsibleActionFail(f"controller_check: once_per_input: {exc}") from exc
         if not once and self._task.check_mode:
             result.update(skipped=True, changed=False, msg="it records: skipped in check mode")
             return result

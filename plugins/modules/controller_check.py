@@ -32,8 +32,10 @@ options:
     type: path
   once_per_input:
     description:
-      - V(false) for a command that records something (the controller's history). It runs every
-        time it is asked, never answers from another run, and is skipped in check mode.
+      - V(false) for a command that records something (the controller's history), or whose answer
+        this run may change (a history lookup after a record). It runs every time it is asked,
+        never answers from another run, and is skipped in check mode unless the task turns
+        check mode off for itself (C(check_mode=false)).
     type: bool
     default: true
 extends_documentation_fragment:

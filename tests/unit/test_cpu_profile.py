@@ -51,7 +51,9 @@ def test_a_file_that_is_not_acct_v3_is_one_line_and_exit_2(tmp_path: Path, capsy
     torn.write_bytes(record(1, 0, 0, 1, "x")[:-3])
     v2 = tmp_path / "v2"
     v2.write_bytes(record(1, 0, 0, 1, "x", version=2))
-    for path in (torn, v2, tmp_path / "missing"):
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    for path in (torn, v2, empty, tmp_path / "missing"):
         assert cpu_profile.main([str(path)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"cpu_profile: {path}:") and "\n" not in err
