@@ -178,6 +178,9 @@ def test_inventory_reaches_every_node_with_ansible(sandbox):
     assert result.returncode == 0, result.stdout + result.stderr
     for node in cluster.nodes[:2]:
         assert f"{node.hostname} | CHANGED | rc=0" in result.stdout
+        # The module's code was compiled once and kept (zipimport_cache.py; docs/test-time.md).
+        kept = cluster.ssh(node, "ls /var/cache/specdeploy-sandbox-zipimport", check=True)
+        assert len(kept.stdout.split()) > 10, kept.stdout
 
 
 def test_wheelhouse_is_mounted_read_only(sandbox):

@@ -23,7 +23,7 @@ from testbed.sandbox.config import (
     ssh_port,
     state_dir,
 )
-from testbed.sandbox.files import ensure_client_key, ssh_dir
+from testbed.sandbox.files import ensure_client_key, ssh_dir, zipimport_cache_wanted
 from testbed.sandbox.host import (
     cgroup_roots,
     ensure_host_packages,
@@ -51,6 +51,7 @@ def up(count: int, exact: bool = True, timeout: float = 90.0) -> list[Node]:
         raise SandboxError(f"--nodes must be between 1 and {MAX_NODES}")
     if os.geteuid() != 0:
         raise SandboxError("the sandbox needs root (systemd-nspawn, overlayfs, cgroups)")
+    zipimport_cache_wanted()  # a bad switch is said before anything starts
     ensure_host_packages()
     with locked():
         lower = ensure_rootfs()

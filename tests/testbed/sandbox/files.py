@@ -139,6 +139,8 @@ def prepare_layer(node: Node, lower: Path) -> str:
     os.chmod(upper / home / ".ssh", 0o700)
     install_nvidia_smi(upper, lower)
     install_hw_tree(upper, lower)
+    if zipimport_cache_wanted():
+        install_zipimport_cache(upper, lower)
     put(
         upper,
         lower,
@@ -147,6 +149,38 @@ def prepare_layer(node: Node, lower: Path) -> str:
     )
     keytype, keydata = pub.split()[:2]
     return f"{host_key_name(node.address)} {keytype} {keydata}\n"
+
+
+ZIPIMPORT_CACHE_SWITCH = "SPECDEPLOY_SANDBOX_ZIPIMPORT_CACHE"
+
+
+def zipimport_cache_wanted() -> bool:
+    """On unless the environment says off (make bench: its figures stand for a real node)."""
+    value = os.environ.get(ZIPIMPORT_CACHE_SWITCH, "on").strip().lower()
+    if value not in ("on", "off"):
+        raise SandboxError(f"{ZIPIMPORT_CACHE_SWITCH} must be on or off, not {value!r}")
+    return value == "on"
+
+
+def install_zipimport_cache(upper: Path, lower: Path) -> None:
+    """The node's system Python keeps what zipimport compiles (zipimport_cache.py says why)."""
+    pythons = sorted(p.name for p in (lower / "usr" / "lib").glob("python3.*") if p.is_dir())
+    if not pythons:
+        raise SandboxError(f"no python3.X under {lower / 'usr' / 'lib'}")
+    site = f"usr/local/lib/{pythons[-1]}/dist-packages"
+    source = (Path(__file__).parent / "zipimport_cache.py").read_bytes()
+    put(upper, lower, f"{site}/specdeploy_sandbox_zipimport_cache.py", source)
+    put(
+        upper,
+        lower,
+        f"{site}/specdeploy_sandbox_zipimport_cache.pth",
+        "import specdeploy_sandbox_zipimport_cache\n",
+    )
+    cache = "var/cache/specdeploy-sandbox-zipimport"
+    put(
+        upper, lower, f"{cache}/README", "sandbox only: zipimport's compiled code, by source hash\n"
+    )
+    os.chmod(upper / cache, 0o1777)  # every user's module runs share it
 
 
 def install_nvidia_smi(upper: Path, lower: Path) -> None:
