@@ -36,12 +36,14 @@ from ansible import constants as C
 CACHE_DIR = "specdeploy-controller-checks"
 
 # Commands whose main(argv) only reads files and its stdin, prints, and (the history) writes its
-# SQLite file: no subprocess, no signal handler, no path such as /dev/stdin that names the
+# SQLite file or (the drain) talks to HAProxy's runtime API or runs the operator's hook with
+# /dev/null as its input: no signal handler, no path such as /dev/stdin that names the
 # process's own stream.
 IN_PROCESS = frozenset(
     f"specdeploy.controller.{tool}"
     for tool in (
-        "knobs_check", "inputs", "baseline_plan", "engines", "drafter", "schedule", "history"
+        "knobs_check", "inputs", "baseline_plan", "engines", "drafter", "schedule", "history",
+        "drain",
     )
 )  # fmt: skip
 _IN_PROCESS_LOCK = threading.Lock()

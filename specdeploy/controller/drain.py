@@ -148,6 +148,7 @@ def run_hook(command: str, node: str, timeout_s: float = 60.0) -> None:
             command,
             shell=True,
             env=env,
+            stdin=subprocess.DEVNULL,  # never the controller's terminal or Ansible's worker's
             capture_output=True,
             text=True,
             timeout=timeout_s,

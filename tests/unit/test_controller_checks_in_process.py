@@ -28,7 +28,11 @@ def test_a_check_answers_in_process_as_it_does_in_a_new_interpreter() -> None:
         [PY, "-m", "specdeploy.controller.baseline_plan", "--levels", "1,4", "--knob", "0"],
         [PY, "-m", "specdeploy.controller.baseline_plan", "--levels", "1,1", "--knob", "nan"],
         [PY, "-m", "specdeploy.controller.inputs", "--no-such-flag"],
-    ]
+        # the balancer: no balancer (a note), an operator's hook that fails (exit 1, stderr)
+        [PY, "-m", "specdeploy.controller.drain", "drain", "--node", "n1", "--json"],
+        [PY, "-m", "specdeploy.controller.drain", "undrain", "--node", "n1", "--drain-command",
+         "true", "--undrain-command", "echo refused >&2; exit 4"],
+    ]  # fmt: skip
     before = (os.getcwd(), sys.stdin, list(sys.argv), list(sys.path))
     for argv in cases:
         assert controller_checks.in_process_module(argv, str(REPO)) == argv[2]

@@ -1,5 +1,6 @@
 """specdeploy.controller.drain: the running-requests read, the wait cap, the hooks."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,19 @@ def test_hook_failure_names_the_command(tmp_path) -> None:
     assert out.read_text().strip() == "node-1"
     with pytest.raises(drain.DrainError, match="exited 3: exit 3"):
         drain.run_hook("exit 3", "node-1")
+    # A hook that reads its input gets /dev/null, never the controller's terminal or the
+    # Ansible worker it runs in (controller_check runs the drain there): it ends at once.
+    # Here the process's own input is a pipe nobody writes to; inheriting it would hang.
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    try:
+        os.dup2(read_end, 0)
+        drain.run_hook(f"cat > {out}", "node-1", timeout_s=10)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+    assert out.read_text() == ""
 
 
 def test_runtime_api_unreachable_and_off_loopback(tmp_path) -> None:
