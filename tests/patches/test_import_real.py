@@ -204,13 +204,22 @@ def venvs(manifest: Manifest) -> Iterator[dict[str, Path]]:
         yield {pin: f.result() for pin, f in futures.items()}
 
 
+@pytest.fixture
+def venv(version: str, venvs: dict[str, Path], manifest: Manifest) -> Iterator[Path]:
+    """The pin's cached venv, held by this test alone from the reinstall to the last probe: a
+    second `make test` on the same machine shares the cache and would swap vLLM under it."""
+    pin = manifest.entry(version)["torch"]
+    with open(venv_dir(pin).parent / f".torch-{pin}.use.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield venvs[pin]
+
+
 @pytest.mark.timeout(2 * BUILD_TIMEOUT_S)
 @pytest.mark.parametrize("version", CASES)
 def test_patched_vllm_imports_and_passes_its_own_checks(
-    version: str, venvs: dict[str, Path], manifest: Manifest, tmp_path: Path
+    version: str, venv: Path, manifest: Manifest, tmp_path: Path
 ) -> None:
     pin = manifest.entry(version)["torch"]
-    venv = venvs[pin]
     sp = ensure_version(venv, version)
     targets = sorted(manifest.targets(version))
     for rel, t in manifest.targets(version).items():  # the installed files are pristine
