@@ -43,7 +43,7 @@ IN_PROCESS = frozenset(
     f"specdeploy.controller.{tool}"
     for tool in (
         "knobs_check", "inputs", "baseline_plan", "engines", "drafter", "schedule", "history",
-        "drain",
+        "drain", "monitoring", "deploy_state", "advisor",
     )
 )  # fmt: skip
 _IN_PROCESS_LOCK = threading.Lock()

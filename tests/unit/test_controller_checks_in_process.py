@@ -32,6 +32,11 @@ def test_a_check_answers_in_process_as_it_does_in_a_new_interpreter() -> None:
         [PY, "-m", "specdeploy.controller.drain", "drain", "--node", "n1", "--json"],
         [PY, "-m", "specdeploy.controller.drain", "undrain", "--node", "n1", "--drain-command",
          "true", "--undrain-command", "echo refused >&2; exit 4"],
+        # make status's deploy column, the monitoring render without input, the advisor's usage
+        [PY, "-m", "specdeploy.controller.deploy_state", "show", "--nodes-json", "[]"],
+        [PY, "-m", "specdeploy.controller.deploy_state", "show", "--nodes-json", "{"],
+        [PY, "-m", "specdeploy.controller.monitoring", "-", "--json"],
+        [PY, "-m", "specdeploy.controller.advisor", "--no-such-flag"],
     ]  # fmt: skip
     before = (os.getcwd(), sys.stdin, list(sys.argv), list(sys.path))
     for argv in cases:
