@@ -3,12 +3,12 @@
 The plan play checks every node's inputs on the controller (specdeploy.controller.inputs, the
 gates, the drafter, the baseline knob): one Python process each, 0.26-0.44 s, for every node,
 although a fleet's nodes almost always share their inputs. This action runs the command like
-``ansible.builtin.command`` (``argv``, optional ``stdin``, ``chdir``; the result has ``rc``,
-``stdout``, ``stderr`` and their ``_lines``) but keeps the answer for the rest of the playbook
-run under the sha256 of exactly what the command sees: the argument list, the standard input
-and the working directory. A node whose inputs differ (its host_vars, its probed drafter) has
-another key and gets its own run; nodes with the same inputs share one run. ``cached`` says
-whether this host's answer came from another host's run.
+``ansible.builtin.command`` (``argv``, optional ``stdin``, ``chdir``, ``creates``; the result
+has ``rc``, ``stdout``, ``stderr`` and their ``_lines``) but keeps the answer for the rest of
+the playbook run under the sha256 of exactly what the command sees: the argument list, the
+standard input and the working directory. A node whose inputs differ (its host_vars, its
+probed drafter) has another key and gets its own run; nodes with the same inputs share one run.
+``cached`` says whether this host's answer came from another host's run.
 
 The answers live in the run's own local temporary directory (Ansible's per-run
 ``ansible-local-*``, removed when ansible-playbook exits), so nothing outlives the run and a
@@ -18,6 +18,8 @@ mode too (read-only), like the tasks it replaces (``check_mode: false``).
 """
 
 from __future__ import annotations
+
+import os
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -51,6 +53,14 @@ class ActionModule(ActionBase):
         if not once and self._task.check_mode:
             result.update(skipped=True, changed=False, msg="it records: skipped in check mode")
             return result
+        creates = args.get("creates")
+        creates = None if creates is None else os.path.expanduser(str(creates))
+        if creates is not None and os.path.exists(creates):  # as ansible.builtin.command's
+            result.update(
+                rc=0, stdout="", stderr="", stdout_lines=[], stderr_lines=[], cmd=argv,
+                cached=False, changed=False, msg=f"Did not run command since '{creates}' exists",
+            )  # fmt: skip
+            return result
         try:
             answer, cached = (
                 run_once_per_input(argv, stdin, chdir)
@@ -63,7 +73,7 @@ class ActionModule(ActionBase):
         result.update(
             cmd=argv,
             cached=cached,
-            changed=False,
+            changed=creates is not None and answer["rc"] == 0,  # it made what `creates` names
             stdout_lines=answer["stdout"].splitlines(),
             stderr_lines=answer["stderr"].splitlines(),
         )

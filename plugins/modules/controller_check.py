@@ -30,6 +30,11 @@ options:
   chdir:
     description: The directory the command runs in.
     type: path
+  creates:
+    description:
+      - A path the command makes. When it exists, the command does not run (as with
+        M(ansible.builtin.command)); when the command runs and exits 0, the task reports a change.
+    type: path
   once_per_input:
     description:
       - V(false) for a command that records something (the controller's history), or whose answer

@@ -36,14 +36,15 @@ from ansible import constants as C
 CACHE_DIR = "specdeploy-controller-checks"
 
 # Commands whose main(argv) only reads files and its stdin, prints, and (the history) writes its
-# SQLite file or (the drain) talks to HAProxy's runtime API or runs the operator's hook with
+# SQLite file or (the toolkit's archives) a tar file, or (the drain) talks to HAProxy's
+# runtime API or runs the operator's hook with
 # /dev/null as its input: no signal handler, no path such as /dev/stdin that names the
 # process's own stream.
 IN_PROCESS = frozenset(
     f"specdeploy.controller.{tool}"
     for tool in (
         "knobs_check", "inputs", "baseline_plan", "engines", "drafter", "schedule", "history",
-        "drain", "monitoring", "deploy_state", "advisor",
+        "drain", "monitoring", "deploy_state", "advisor", "toolkit_archive",
     )
 )  # fmt: skip
 _IN_PROCESS_LOCK = threading.Lock()

@@ -124,3 +124,32 @@ def test_a_command_that_records_runs_every_time_and_not_in_check_mode(tmp_path: 
             log.unlink()
     # two recording runs, then the two read-only asks answered by one run
     assert log.read_text() == "xxx"
+
+
+def test_creates_skips_the_command_once_its_file_exists(tmp_path: Path) -> None:
+    """creates (the toolkit's archives): the first ask makes the file (changed), the second
+    finds it and runs nothing (not changed), as ansible.builtin.command does."""
+    made, runs = tmp_path / "archive.tar", tmp_path / "runs.txt"
+    write = [sys.executable, "-c", f"open({str(runs)!r}, 'a').write('x'); open({str(made)!r}, 'w')"]
+    task = (
+        "    - specdeploy.toolkit.controller_check:\n"
+        f"        argv: {json.dumps(write)}\n        creates: {made}\n"
+        "        once_per_input: false\n"
+    )
+    (tmp_path / "hosts.json").write_text(json.dumps({"all": {"hosts": {"one": {}}}}))
+    (tmp_path / "play.yml").write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{task * 2}")
+    env = os.environ | {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+    }
+    run = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "hosts.json", "-c", "local", "play.yml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    tasks = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])[0]["plays"][0]
+    first, second = (t["hosts"]["one"] for t in tasks["tasks"])
+    assert runs.read_text() == "x"
+    assert first["changed"] is True and first["rc"] == 0
+    assert second["changed"] is False and "exists" in second["msg"]

@@ -349,6 +349,16 @@ class Player:
             "validation_max_requests": 6,
             "validation_report_root": str(self.reports),
             "specdeploy_standin_profile": PASS,
+            # The fault cases are about what a fault leaves serving, not the canary comparison
+            # (test_deploy, test_live_traffic test that): one 1 s window per level, with a second
+            # make test beside this one on two cores, measured one stand-in 22% apart between
+            # two releases (ci25b), past the sandbox's 20%. The other gates as the sandbox's.
+            "specdeploy_gates": {
+                "min_mean_acceptance_length": 1.5,
+                "per_position_floors": [],
+                "min_speed_up": 1.0,
+                "max_regression_vs_previous": 0.9,
+            },
         }
 
     def env(self) -> dict:
