@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -102,7 +103,11 @@ def build_rootfs(target: Path, key: str) -> None:
         if result.returncode != 0:
             tail = logfile.read_text().splitlines()[-20:]
             raise SandboxError("debootstrap failed:\n" + "\n".join(tail))
-        subprocess.run(["chroot", str(build), "/bin/sh", "-c", PROVISION], check=True)
+        # stdout is the hosts file's path for `make sandbox-up`: passwd's "password changed"
+        # went there on a fresh machine's first boot and broke the model staging after it
+        subprocess.run(
+            ["chroot", str(build), "/bin/sh", "-c", PROVISION], check=True, stdout=sys.stderr
+        )
         subprocess.run(
             ["systemctl", f"--root={build}", "mask", "--quiet", *MASKED_UNITS], check=True
         )
