@@ -227,6 +227,7 @@ class Engine:
         }
         self.per_pos = [0] * self.k
         self.running = 0
+        self.in_flight = 0  # HTTP requests not yet answered (the drain waits for them too)
         self.hung = threading.Event()
         self.draining = threading.Event()  # SIGTERM with --shutdown-timeout > 0
         self.backend = "TRITON_MLA"

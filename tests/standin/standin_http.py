@@ -206,6 +206,18 @@ def make_handler(eng: Engine, api_keys: list[str]) -> type[BaseHTTPRequestHandle
                 self._send(404, {"detail": "Not Found"})
 
         def do_POST(self) -> None:
+            # Counted until the response is written: a drain that waited only for the engine's
+            # batch exited between a request's last step and its response (the client saw the
+            # connection cut; real vLLM's server finishes the response first).
+            with eng.lock:
+                eng.in_flight += 1
+            try:
+                self._post()
+            finally:
+                with eng.lock:
+                    eng.in_flight -= 1
+
+        def _post(self) -> None:
             if not self._gate():
                 return
             if eng.draining.is_set():

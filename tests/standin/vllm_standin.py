@@ -266,9 +266,9 @@ def serve(args: argparse.Namespace) -> int:
         flight run to their end for up to N s, then the server exits. New requests meanwhile
         get 503 (the stand-in's choice: a balancer has taken the node out before SIGTERM)."""
         deadline = time.monotonic() + drain_s
-        while eng.running and time.monotonic() < deadline:
+        while (eng.running or eng.in_flight) and time.monotonic() < deadline:
             time.sleep(0.05)
-        left = eng.running
+        left = max(eng.running, eng.in_flight)
         log("INFO", "launcher.py:124", "[shutdown] API server: engine client stopped")
         if left:
             log("WARNING", "launcher.py:124", f"[shutdown] {left} request(s) aborted at timeout")
