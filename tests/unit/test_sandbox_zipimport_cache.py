@@ -27,7 +27,7 @@ if "--no-compile" in sys.argv:
     def refuse(pathname, source):
         raise AssertionError("compiled")
     hook._compile_source = refuse
-sys.path[:0] = [sys.argv[3]]
+sys.path.insert(0, sys.argv[3])
 import payload
 try:
     payload.where()
