@@ -116,7 +116,9 @@ def render(repo: Path) -> tuple[str, list[str]]:
     for role in roles(repo):
         specs = spec_options(role / "meta" / "argument_specs.yml")
         main = (_read_yaml(role / "meta" / "argument_specs.yml") or {}).get("argument_specs") or {}
-        summary = ((main.get("main") or {}).get("short_description") or "").strip()
+        # the role's main entry point, else its first (the specdeploy role's is `knobs`)
+        entry = main.get("main") or next(iter(main.values()), None) or {}
+        summary = (entry.get("short_description") or "").strip()
         heading = f"# ==== role {role.name}: {summary}"
         out += ["", f"{heading} {'=' * max(3, 97 - len(heading))}"]
         knobs = [

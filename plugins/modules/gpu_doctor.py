@@ -23,8 +23,9 @@ description:
   - Derives what the server needs - the MLA attention backend vLLM picks for the compute
     capability, and the NCCL settings (peer-to-peer on when neither ACS nor a translating IOMMU
     sits between the GPUs, else C(NCCL_P2P_DISABLE=1) and C(--disable-custom-all-reduce)).
-  - A failed check does not fail the module - the report lists it in RV(report.failures) and the
-    caller decides (the gpu_node role records the report, shows the table, then stops the host).
+  - A failed check is listed in RV(report.failures); with O(fail_on_failed_checks) the module then
+    fails, its message naming every failure with its fix (the report, table included, is in the
+    failed result). Without it the caller decides.
   - Reads only, in every mode (run it as root - the PCI config space needs it). Check mode runs
     the same checks.
 author: specdeploy maintainers (!UNKNOWN)
@@ -52,6 +53,14 @@ options:
     type: str
     default: ""
   root: {description: "Prefix of /sys and /proc (tests).", type: path, default: /}
+  fail_on_failed_checks:
+    description: Fail when a check failed (one task instead of a separate stop task per node).
+    type: bool
+    default: false
+  node:
+    description: The node's name, which the failure message starts with.
+    type: str
+    default: ""
   free_disk:
     description: Paths that must have free space.
     type: list
@@ -183,6 +192,8 @@ def main() -> None:
             "nccl_p2p": {"type": "str", "choices": ["auto", "on", "off"], "default": "auto"},
             "attention_backend": {"type": "str", "default": ""},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "fail_on_failed_checks": {"type": "bool", "default": False},
+            "node": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -193,7 +204,17 @@ def main() -> None:
         module.fail_json(msg=f"gpu-doctor: error: {error}")
     # The report's own failed/warnings lists stay inside it: at the top level Ansible would
     # read them as the task's status and its warnings.
+    if module.params["fail_on_failed_checks"] and report["failures"]:
+        module.fail_json(
+            msg=failure_message(module.params["node"], report["failures"]), report=report
+        )
     module.exit_json(changed=False, msg=report["table"][-1], report=report)
+
+
+def failure_message(node: str, failures: list[str]) -> str:
+    """One line: the node, then each failed check with its fix."""
+    prefix = f"{node}: " if node else ""
+    return f"{prefix}hardware preflight failed: {' ;; '.join(failures)}"
 
 
 if __name__ == "__main__":

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.specdeploy.toolkit.plugins.filter import (
+    balancer,
     downtime,
+    preflight,
     release,
     rollout,
     status,
+    steady,
 )
 
 
@@ -272,3 +275,88 @@ def test_stage_servers_names_each_nodes_haproxy_server_or_its_inventory_name() -
         "gpu-01,srv-2,gpu-03,gpu-09"
     )
     assert stage_servers(None, hostvars) == ""
+
+
+def test_preflight_warnings_name_only_the_nodes_that_have_some_in_the_play_s_order() -> None:
+    hostvars = {
+        "n1": {
+            "preflight_input_checks": {"messages": []},
+            "preflight_node_checks": {"messages": []},
+        },
+        "n2": {
+            "preflight_input_checks": {"messages": ["speed-up gate waived"]},
+            # a skipped validation preflight registers no messages
+            "validation_input_checks": {"skipped": True},
+            "preflight_node_checks": {"messages": ["drafter: vocabulary differs"]},
+        },
+        "n3": {"validation_input_checks": {"messages": ["levels 1 and 64 only"]}},
+    }
+    found = preflight.preflight_warnings(["n3", "n1", "n2"], hostvars)
+    assert found == [
+        {"node": "n3", "messages": ["levels 1 and 64 only"]},
+        {"node": "n2", "messages": ["speed-up gate waived", "drafter: vocabulary differs"]},
+    ]
+    assert preflight.preflight_warnings(["n1"], hostvars) == []
+
+
+def test_steady_lines_say_what_drifted_and_why_a_steady_release_is_not_measured() -> None:
+    release = {
+        "id": "0.16.0-abc",
+        "last_validation": {"at": "2026-12-05T10:00:00Z", "mean_acceptance_length": 2.4},
+    }
+    hostvars = {
+        "n1": {"specdeploy_release": release, "vllm_service_steady": True},
+        "n2": {
+            "specdeploy_release": release,
+            "vllm_service_steady": False,
+            "vllm_service_steady_drifts": ["unit: content differs", "service: inactive"],
+        },
+        "n3": {"specdeploy_release": release},  # failed before its check: nothing to say
+    }
+    said = steady.steady_lines(["n1", "n2", "n3"], hostvars)
+    assert [item["node"] for item in said] == ["n1", "n2"]
+    lines = [item["line"] for item in said]
+    assert lines[0].startswith("n1: release 0.16.0-abc serves unchanged (no restart)")
+    assert "2026-12-05T10:00:00Z, mean acceptance length 2.4" in lines[0]
+    assert lines[1].startswith("n2 serves release 0.16.0-abc but not as this deploy leaves it: ")
+    assert "unit: content differs; service: inactive" in lines[1] and len(lines) == 2
+    # check mode: only what drifted is said
+    assert steady.steady_lines(["n1", "n2"], hostvars, True) == [said[1]]
+    long = {"n": {**hostvars["n2"], "vllm_service_steady_drifts": ["x " * 1000]}}
+    assert len(steady.steady_lines(["n"], long)[0]["line"]) < 1100
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        (
+            {"rc": 0, "stdout": '{"kind": "haproxy", "message": "node1 drained"}\n', "stderr": ""},
+            {"ok": True, "kind": "haproxy", "message": "node1 drained"},
+        ),
+        (
+            {
+                "rc": 0,
+                "stdout": '{"kind": "none", "message": "no balancer: skipped"}',
+                "stderr": "",
+            },
+            {"ok": True, "kind": "none", "message": "no balancer: skipped"},
+        ),
+        (  # refused, with its JSON answer
+            {"rc": 1, "stdout": '{"kind": "haproxy", "message": "socket refused"}', "stderr": ""},
+            {"ok": False, "kind": "haproxy", "message": "socket refused"},
+        ),
+        (  # could not start: no JSON, the error output says why
+            {"rc": 2, "stdout": "", "stderr": "Traceback ...\nOSError: boom\n"},
+            {"ok": False, "kind": "none", "message": "Traceback ...\nOSError: boom"},
+        ),
+        (
+            {"rc": 1, "stdout": "{not json", "stderr": ""},
+            {"ok": False, "kind": "none", "message": "{not json"},
+        ),
+        ({"skipped": True}, {"ok": True, "kind": "none", "message": "skipped"}),
+    ],
+)
+def test_the_balancer_s_answer_is_read_from_its_json_else_its_error_output(
+    result: dict, expected: dict
+) -> None:
+    assert balancer.balancer_answer(result) == expected

@@ -53,9 +53,39 @@ def test_production_inventory_documents_every_knob_of_every_role(capsys) -> None
 def test_every_knob_has_an_argument_spec() -> None:
     defaults = yaml.safe_load((REPO / "roles/specdeploy/defaults/main.yml").read_text())
     specs = yaml.safe_load((REPO / "roles/specdeploy/meta/argument_specs.yml").read_text())
-    options = specs["argument_specs"]["main"]["options"]
+    options = specs["argument_specs"]["knobs"]["options"]
     assert sorted(set(defaults) - set(options)) == []
     assert sorted(set(options) - set(defaults)) == []
+
+
+def _includes_a_role(node: object) -> bool:
+    if isinstance(node, dict):
+        if any(key.endswith(("include_role", "import_role")) for key in node):
+            return True
+        return any(_includes_a_role(value) for value in node.values())
+    return isinstance(node, list) and any(_includes_a_role(item) for item in node)
+
+
+def test_every_playbook_that_uses_a_role_checks_the_knobs_once_first() -> None:
+    """The specdeploy role has no `main` spec (a role dependency would check the knobs again in
+    every play of a run); each playbook imports its `knobs` entry point first instead."""
+    specs = yaml.safe_load((REPO / "roles/specdeploy/meta/argument_specs.yml").read_text())
+    assert "main" not in specs["argument_specs"]
+    knobs = {"name": "specdeploy", "tasks_from": "knobs"}
+    # rollout.yml and downtime.yml are imported by deploy.yml after plan.yml's check
+    only_imported = {"rollout.yml", "downtime.yml"}
+    for path in sorted((REPO / "playbooks").glob("*.yml")):
+        if path.name in only_imported:
+            continue
+        plays = [p for p in yaml.safe_load(path.read_text()) if "hosts" in p]
+        uses = [p for p in plays if p.get("roles") or _includes_a_role(p)]
+        if not uses:
+            continue
+        first = uses[0]
+        tasks = (first.get("pre_tasks") or []) + (first.get("tasks") or [])
+        checks = [t for t in tasks if t.get("ansible.builtin.import_role") == knobs]
+        assert checks and tasks[0] is checks[0], f"{path.name}: the knobs are not checked first"
+        assert "always" in checks[0].get("tags", []), path.name  # --tags runs it too
 
 
 def test_shipped_ssh_settings_keep_host_key_checking_on() -> None:
