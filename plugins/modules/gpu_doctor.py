@@ -61,6 +61,12 @@ options:
     description: The node's name, which the failure message starts with.
     type: str
     default: ""
+  nccl_environment:
+    description: >-
+      The operator's NCCL variables; they win over the derived ones in the fact
+      C(specdeploy_nccl_environment).
+    type: dict
+    default: {}
   free_disk:
     description: Paths that must have free space.
     type: list
@@ -145,6 +151,14 @@ report:
         nccl_environment, server_extra_args (each with its source).
       type: dict
     gpus: {description: "The GPUs nvidia-smi listed.", type: list, elements: dict}
+ansible_facts:
+  description: >-
+    What the server needs, as the node's facts (a set_fact after the doctor was one more task per
+    node on every deploy) - C(gpu_node_doctor) (the report), C(gpu_node_expected_attention_backend),
+    C(gpu_node_nccl_p2p_enabled), C(gpu_node_server_extra_args) and C(specdeploy_nccl_environment)
+    (the derived NCCL variables, O(nccl_environment) over them).
+  type: dict
+  returned: success
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -194,6 +208,7 @@ def main() -> None:
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "fail_on_failed_checks": {"type": "bool", "default": False},
             "node": {"type": "str", "default": ""},
+            "nccl_environment": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -208,7 +223,24 @@ def main() -> None:
         module.fail_json(
             msg=failure_message(module.params["node"], report["failures"]), report=report
         )
-    module.exit_json(changed=False, msg=report["table"][-1], report=report)
+    module.exit_json(
+        changed=False,
+        msg=report["table"][-1],
+        report=report,
+        ansible_facts=node_facts(report, module.params["nccl_environment"]),
+    )
+
+
+def node_facts(report: dict, nccl_override: dict) -> dict:
+    """The facts the gpu_node role's callers read (the unit's NCCL environment, the backend)."""
+    derived = report["derived"]
+    return {
+        "gpu_node_doctor": report,
+        "gpu_node_expected_attention_backend": derived["attention_backend"],
+        "gpu_node_nccl_p2p_enabled": derived["nccl_p2p"],
+        "gpu_node_server_extra_args": derived["server_extra_args"],
+        "specdeploy_nccl_environment": {**derived["nccl_environment"], **nccl_override},
+    }
 
 
 def failure_message(node: str, failures: list[str]) -> str:

@@ -245,7 +245,7 @@ def test_hardware_preflight(node, play, smi, tree, rc_expected, failing, text):
         assert message.startswith(f"{play.host}: hardware preflight failed: {failing[0]}: ")
         assert text in message and "(fix: " in message
         return
-    derived = tasks["Record the report and what it derives (backend, NCCL) in the node's facts"]
+    derived = tasks["Run the hardware doctor on the node (read-only)"]
     nccl = derived["ansible_facts"]["specdeploy_nccl_environment"]
     backend = derived["ansible_facts"]["gpu_node_expected_attention_backend"]
     extra_args = derived["ansible_facts"]["gpu_node_server_extra_args"]
@@ -271,7 +271,7 @@ def test_operator_overrides_reach_the_facts(node, play):
     rc, report = play("playbooks/preflight.yml", "--tags", "hardware", extra=extra)
     assert rc == 0, failure(report)
     tasks = results(report, play.host)
-    derived = tasks["Record the report and what it derives (backend, NCCL) in the node's facts"]
+    derived = tasks["Run the hardware doctor on the node (read-only)"]
     # the operator's gpu_node_nccl_environment wins over what the doctor derived
     assert derived["ansible_facts"]["specdeploy_nccl_environment"] == {
         "NCCL_P2P_DISABLE": "0",

@@ -487,6 +487,40 @@ def test_a_failed_check_is_in_the_report_and_the_module_does_not_fail(tmp_path, 
     assert out["msg"].startswith("result: FAIL: 2 failed (gpu_count, model_files)")
 
 
+def test_asked_to_the_module_fails_on_a_failed_check_naming_the_node_and_each_fix(tmp_path, smi):
+    args = module_args(
+        smi("seven_gpus"),
+        hw(tmp_path, "healthy"),
+        model_dirs=[{"path": str(tmp_path / "no")}],
+        fail_on_failed_checks=True,
+        node="node3",
+    )
+    out = run_module(MODULE, tmp_path, args)
+    assert out["failed"], out
+    assert out["msg"].startswith("node3: hardware preflight failed: gpu_count: 7 GPUs visible")
+    assert " ;; model_files: " in out["msg"] and "(fix: " in out["msg"]
+    assert out["report"]["table"][-1].startswith("result: FAIL")  # the table is in the result
+    assert "ansible_facts" not in out  # nothing derived from a node that failed
+
+
+def test_the_module_sets_what_the_server_needs_as_facts_the_operator_s_nccl_winning(tmp_path, smi):
+    args = module_args(
+        smi("healthy"),
+        hw(tmp_path, "acs_enabled"),
+        fail_on_failed_checks=True,
+        nccl_environment={"NCCL_DEBUG": "WARN", "NCCL_P2P_DISABLE": "0"},
+    )
+    out = run_module(MODULE, tmp_path, args)
+    assert not out.get("failed"), out
+    facts, derived = out["ansible_facts"], out["report"]["derived"]
+    assert derived["nccl_environment"] == {"NCCL_P2P_DISABLE": "1"}  # ACS: P2P off, derived
+    assert facts["specdeploy_nccl_environment"] == {"NCCL_P2P_DISABLE": "0", "NCCL_DEBUG": "WARN"}
+    assert facts["gpu_node_server_extra_args"] == ["--disable-custom-all-reduce"]
+    assert facts["gpu_node_expected_attention_backend"] == derived["attention_backend"]
+    assert facts["gpu_node_nccl_p2p_enabled"] == derived["nccl_p2p"]
+    assert facts["gpu_node_doctor"] == out["report"]
+
+
 def test_bad_input_fails_the_module_with_the_commands_message(tmp_path):
     out = run_module(MODULE, tmp_path, {"root": "/nonexistent/root"})
     assert out["failed"] and out["msg"] == (
