@@ -31,6 +31,11 @@ class ActionModule(ActionBase):
         if not isinstance(hardware, dict):
             raise AnsibleActionFail("release_plan: hardware must be a dict")
         knobs = resolve_all(self._templar, KNOBS)
+        if "preflight_version_entry" not in knobs:
+            raise AnsibleActionFail(
+                "release_plan: the inputs were not checked first (the preflight role's main or"
+                " inputs entry point sets preflight_version_entry); nothing was planned"
+            )
         standin = release_plan.flag(knobs.get("specdeploy_server_standin"))
         fingerprints = [self._fingerprint(knobs, "release")]
         fingerprints.append(self._fingerprint(knobs, "standin") if standin else "")
