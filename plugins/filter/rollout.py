@@ -4,7 +4,9 @@
 msg, the ``error`` of a JSON answer or the last stdout lines, the last stderr lines), without
 Ansible's and SSH's noise. ``rollout_note``: where the fleet rollout stands for a failing node
 (which nodes serve the release, which failed too, which still run in this stage, which are not
-reached yet), empty on a single node. Pure functions.
+reached yet), empty on a single node. ``rollout_summary``: the deploy's closing lines (which
+release serves on how many of the fleet's nodes, the k schedule), empty when none serves it.
+Pure functions.
 """
 
 from __future__ import annotations
@@ -191,6 +193,27 @@ def stage_servers(batch: Iterable[str] | None, hostvars: Mapping[str, Any]) -> s
     return ",".join(names)
 
 
+def rollout_summary(nodes: Iterable[str], hostvars: Mapping[str, Any]) -> list[str]:
+    """deploy.yml's summary: ``nodes`` the fleet's (groups['gpu_nodes']); a node serves the
+    release when its ``deploy_rollout_result`` says so."""
+    fleet = [n for n in nodes if n in hostvars]
+    serving = [n for n in fleet if hostvars[n].get("deploy_rollout_result") == "serving"]
+    if not serving:
+        return []
+    first = hostvars[serving[0]]
+    release = first.get("specdeploy_release") or {}
+    others = "" if len(serving) == len(fleet) else "; the others were limited out or failed earlier"
+    if release.get("speculative_config"):
+        schedule = (first.get("preflight_speculative_schedule") or {}).get("message") or "off"
+    else:
+        schedule = "off (no speculation)"
+    return [
+        f"rollout of release {release.get('id', '-')}: {len(serving)} of {len(fleet)} node(s)"
+        f" serve it ({', '.join(serving)}){others}.",
+        f"k schedule by running requests: {schedule}",
+    ]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -198,5 +221,6 @@ class FilterModule:
             "rollout_note": rollout_note,
             "rollout_stage": rollout_stage,
             "rollout_stage_line": rollout_stage_line,
+            "rollout_summary": rollout_summary,
             "stage_servers": stage_servers,
         }

@@ -360,3 +360,28 @@ def test_the_balancer_s_answer_is_read_from_its_json_else_its_error_output(
     result: dict, expected: dict
 ) -> None:
     assert balancer.balancer_answer(result) == expected
+
+
+def test_the_rollout_summary_counts_the_serving_nodes_and_says_the_k_schedule() -> None:
+    release = {"id": "0.16.0-abc", "speculative_config": {"num_speculative_tokens": 3}}
+    schedule = {"message": "auto: batch 1-4 k=3, then off"}
+    serving = {
+        "deploy_rollout_result": "serving",
+        "specdeploy_release": release,
+        "preflight_speculative_schedule": schedule,
+    }
+    hostvars = {"n1": serving, "n2": {"deploy_rollout_result": "failed"}, "n3": serving}
+    lines = rollout.rollout_summary(["n1", "n2", "n3", "limited-out"], hostvars)
+    assert lines == [
+        "rollout of release 0.16.0-abc: 2 of 3 node(s) serve it (n1, n3); the others were"
+        " limited out or failed earlier.",
+        "k schedule by running requests: auto: batch 1-4 k=3, then off",
+    ]
+    every = rollout.rollout_summary(["n1"], hostvars)
+    assert every[0] == "rollout of release 0.16.0-abc: 1 of 1 node(s) serve it (n1)."
+    plain = {"n1": {**serving, "specdeploy_release": {"id": "x", "speculative_config": None}}}
+    assert (
+        rollout.rollout_summary(["n1"], plain)[1]
+        == "k schedule by running requests: off (no speculation)"
+    )
+    assert rollout.rollout_summary(["n2"], hostvars) == []  # none serves: nothing to say
