@@ -5,7 +5,8 @@ or the history, the baseline start, the serving release when it ran without spec
 none) and the checker's arguments that say so. ``measured``: a checker's JSON answer, or {}.
 ``check_summary``: the lines that show a check's result. ``serving_measured_message``: what the
 serving release measured before the switch. ``baseline_plan_message``: the deploy's plan for
-the speed-up baseline, said before anything changes.
+the speed-up baseline, said before anything changes. ``level_figures``: a checker's levels as
+"c=1 123.4 tok/s, c=8 ..." (the baseline start's line).
 Pure functions: the tasks run the checker and read its files, these decide and say.
 """
 
@@ -164,6 +165,21 @@ def baseline_plan_message(
     return said
 
 
+def level_figures(levels: Mapping[str, Any]) -> str:
+    """``{"1": {"output_tps": 123.45}, ...}`` -> ``c=1 123.4 tok/s, ...``, by concurrency."""
+
+    def order(level: str) -> tuple[int, float | str]:
+        try:
+            return (0, float(level))
+        except ValueError:
+            return (1, level)
+
+    return ", ".join(
+        f"c={level} {round(float(levels[level]['output_tps']), 1)} tok/s"
+        for level in sorted(levels, key=order)
+    )
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -172,4 +188,5 @@ class FilterModule:
             "check_summary": check_summary,
             "serving_measured_message": serving_measured_message,
             "baseline_plan_message": baseline_plan_message,
+            "level_figures": level_figures,
         }

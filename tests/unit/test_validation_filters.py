@@ -161,3 +161,9 @@ def test_jinjas_truncate_and_dictsort() -> None:
     assert wording.truncate("one two three four five", 10) == "one..."
     assert wording.dictsort({"b": 1, "A": 2, "c": 3}) == [("A", 2), ("b", 1), ("c", 3)]
     assert wording.dictsort(None) == []
+
+
+def test_level_figures_say_each_level_s_throughput_in_the_order_of_concurrency() -> None:
+    levels = {"32": {"output_tps": 901.26}, "1": {"output_tps": 40.04}, "8": {"output_tps": 250}}
+    assert validation.level_figures(levels) == "c=1 40.0 tok/s, c=8 250.0 tok/s, c=32 901.3 tok/s"
+    assert validation.level_figures({}) == ""
