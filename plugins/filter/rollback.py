@@ -6,6 +6,8 @@ what failed, what the rescue did (rolled back, speculation disabled, stopped, or
 failed too), where the failed release is kept, the drain and rollout notes.
 ``build_failed_message``: a deploy that failed before the switch (tasks/build_failed.yml).
 ``manual_rollback_failed_message``: a manual rollback that failed (tasks/main.yml).
+``failed_speculative_gate``: whether a deploy's failure is a speculative gate's (the release
+served and answered its smoke check, a gate failed): the case rollback_failed_gate_policy is for.
 Pure functions: the tasks gather the facts, these say them.
 """
 
@@ -159,6 +161,17 @@ def manual_rollback_failed_message(
     return f"rollback of {host} to release {dest} FAILED: {error}. {before} {out}"
 
 
+def failed_speculative_gate(result: Mapping[str, Any] | None, gate: Any = True) -> bool:
+    """From the validation's result of this attempt (``validation_result``), not from the failed
+    task's name: with the gate on, a result whose smoke check passed and whose gates did not
+    fails the deploy at the gate itself, so such a result is the failure's cause."""
+    if not result or not isinstance(result, Mapping) or str(gate).lower() in ("false", "0", "no"):
+        return False
+    smoke = result.get("smoke") or {}
+    gates = result.get("gates") or {}
+    return bool(smoke.get("ok")) and not bool(gates.get("passed", True))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -166,4 +179,5 @@ class FilterModule:
             "auto_rollback_message": auto_rollback_message,
             "build_failed_message": build_failed_message,
             "manual_rollback_failed_message": manual_rollback_failed_message,
+            "failed_speculative_gate": failed_speculative_gate,
         }

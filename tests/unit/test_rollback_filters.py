@@ -3,6 +3,7 @@ says, for each way the rescue ends."""
 
 from __future__ import annotations
 
+import pytest
 from ansible_collections.specdeploy.toolkit.plugins.filter import rollback
 
 FACTS = {
@@ -114,4 +115,23 @@ def test_the_filters_are_registered() -> None:
         "auto_rollback_message",
         "build_failed_message",
         "manual_rollback_failed_message",
+        "failed_speculative_gate",
     }
+
+
+@pytest.mark.parametrize(
+    ("result", "gate", "expected"),
+    [
+        ({"smoke": {"ok": True}, "gates": {"passed": False}}, True, True),
+        ({"smoke": {"ok": True}, "gates": {"passed": True}}, True, False),  # failed later
+        ({"smoke": {"ok": False}, "gates": {"passed": False}}, True, False),  # did not serve
+        ({"smoke": {"ok": True}}, True, False),  # no gate said no
+        ({"smoke": {"ok": True}, "gates": {"passed": False}}, False, False),  # gate off
+        ({"smoke": {"ok": True}, "gates": {"passed": False}}, "False", False),
+        (None, True, False),  # failed before any validation of this attempt
+    ],
+)
+def test_a_failure_is_a_speculative_gate_s_only_when_it_served_and_a_gate_said_no(
+    result, gate, expected
+) -> None:
+    assert rollback.failed_speculative_gate(result, gate) is expected
