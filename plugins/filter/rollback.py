@@ -6,6 +6,8 @@ what failed, what the rescue did (rolled back, speculation disabled, stopped, or
 failed too), where the failed release is kept, the drain and rollout notes.
 ``build_failed_message``: a deploy that failed before the switch (tasks/build_failed.yml).
 ``manual_rollback_failed_message``: a manual rollback that failed (tasks/main.yml).
+``release_patch_state``: a rolled-back-to release's patch state now and as its manifest recorded
+it (tasks/verify.yml).
 ``failed_speculative_gate``: whether a deploy's failure is a speculative gate's (the release
 served and answered its smoke check, a gate failed): the case rollback_failed_gate_policy is for.
 Pure functions: the tasks gather the facts, these say them.
@@ -13,6 +15,7 @@ Pure functions: the tasks gather the facts, these say them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -161,6 +164,27 @@ def manual_rollback_failed_message(
     return f"rollback of {host} to release {dest} FAILED: {error}. {before} {out}"
 
 
+def release_patch_state(
+    manifest: Mapping[str, Any], engine: str, sglang_run: Any = None, patcher_run: Any = None
+) -> dict:
+    """``manifest``: the release's manifest; ``sglang_run``: the SGLang version read from its venv
+    (an SGLang release patches nothing: native when the version is the recorded one);
+    ``patcher_run``: its vLLM patcher's ``status --json`` answer. Anything unreadable is unknown."""
+    recorded = dict(manifest.get("patches") or {})
+    if engine == "sglang":
+        run = sglang_run if isinstance(sglang_run, Mapping) else {}
+        same = str(run.get("stdout") or "").strip() == str(recorded.get("engine_version") or "")
+        state = "native" if run.get("rc", 1) == 0 and same else "unknown"
+    else:
+        run = patcher_run if isinstance(patcher_run, Mapping) else {}
+        try:
+            answer = json.loads(str(run.get("stdout") or ""))
+        except ValueError:
+            answer = None
+        state = str(answer.get("state") or "unknown") if isinstance(answer, dict) else "unknown"
+    return {"state": state, "recorded": str(recorded.get("state") or "unknown")}
+
+
 def failed_speculative_gate(result: Mapping[str, Any] | None, gate: Any = True) -> bool:
     """From the validation's result of this attempt (``validation_result``), not from the failed
     task's name: with the gate on, a result whose smoke check passed and whose gates did not
@@ -180,4 +204,5 @@ class FilterModule:
             "build_failed_message": build_failed_message,
             "manual_rollback_failed_message": manual_rollback_failed_message,
             "failed_speculative_gate": failed_speculative_gate,
+            "release_patch_state": release_patch_state,
         }

@@ -64,6 +64,10 @@ runs_release_dir:
     counts as not naming it.
   type: bool
   returned: always
+command_line:
+  description: The running main process's command line, arguments joined by spaces (or empty).
+  type: str
+  returned: always
 """
 
 import os
@@ -108,10 +112,13 @@ def main() -> None:
     params = module.params
     active = systemctl(params["systemctl"], "is-active", params["service"]) or "unknown"
     pid = main_pid(params["systemctl"], params["service"]) if active == "active" else 0
-    runs = None
+    runs, argv = None, ""
     if pid > 0:
-        runs = params["release_dir"].rstrip("/") + "/" in command_line(params["proc"], pid)
-    module.exit_json(changed=False, active=active, main_pid=pid, runs_release_dir=runs)
+        argv = command_line(params["proc"], pid).strip()
+        runs = params["release_dir"].rstrip("/") + "/" in argv
+    module.exit_json(
+        changed=False, active=active, main_pid=pid, runs_release_dir=runs, command_line=argv
+    )
 
 
 if __name__ == "__main__":

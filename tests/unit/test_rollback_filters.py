@@ -116,6 +116,7 @@ def test_the_filters_are_registered() -> None:
         "build_failed_message",
         "manual_rollback_failed_message",
         "failed_speculative_gate",
+        "release_patch_state",
     }
 
 
@@ -135,3 +136,19 @@ def test_a_failure_is_a_speculative_gate_s_only_when_it_served_and_a_gate_said_n
     result, gate, expected
 ) -> None:
     assert rollback.failed_speculative_gate(result, gate) is expected
+
+
+def test_a_release_s_patch_state_now_and_as_recorded() -> None:
+    vllm = {"patches": {"state": "applied"}}
+    state = rollback.release_patch_state
+    assert state(vllm, "vllm", None, {"rc": 0, "stdout": '{"state": "applied"}'}) == {
+        "state": "applied",
+        "recorded": "applied",
+    }
+    # the patcher could not answer: unknown, never a guess
+    assert state(vllm, "vllm", None, {"rc": 1, "stdout": "Traceback ..."})["state"] == "unknown"
+    assert state({}, "vllm", None, {"skipped": True}) == {"state": "unknown", "recorded": "unknown"}
+    sglang = {"patches": {"state": "native", "engine_version": "0.5.16"}}
+    assert state(sglang, "sglang", {"rc": 0, "stdout": "0.5.16\n"}, None)["state"] == "native"
+    assert state(sglang, "sglang", {"rc": 0, "stdout": "0.5.15\n"}, None)["state"] == "unknown"
+    assert state(sglang, "sglang", {"rc": 1, "stdout": ""}, None)["state"] == "unknown"

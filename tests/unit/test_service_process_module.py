@@ -45,6 +45,7 @@ def test_a_server_running_from_the_release_is_said_to(tmp_path, check) -> None:
     found = probe(tmp_path, "active", 4242, argv, check)
     assert found["changed"] is False
     assert (found["active"], found["main_pid"], found["runs_release_dir"]) == ("active", 4242, True)
+    assert found["command_line"] == f"{RELEASE}/venv/bin/python -m vllm.entrypoints.cli.main serve"
 
 
 def test_a_server_running_from_the_release_before_is_not(tmp_path) -> None:
