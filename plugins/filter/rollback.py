@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 
 def drain_note(
     host: str,
@@ -189,7 +191,7 @@ def failed_speculative_gate(result: Mapping[str, Any] | None, gate: Any = True) 
     """From the validation's result of this attempt (``validation_result``), not from the failed
     task's name: with the gate on, a result whose smoke check passed and whose gates did not
     fails the deploy at the gate itself, so such a result is the failure's cause."""
-    if not result or not isinstance(result, Mapping) or str(gate).lower() in ("false", "0", "no"):
+    if not result or not isinstance(result, Mapping) or not boolean(gate, strict=False):
         return False
     smoke = result.get("smoke") or {}
     gates = result.get("gates") or {}

@@ -129,6 +129,7 @@ def test_the_filters_are_registered() -> None:
         ({"smoke": {"ok": True}}, True, False),  # no gate said no
         ({"smoke": {"ok": True}, "gates": {"passed": False}}, False, False),  # gate off
         ({"smoke": {"ok": True}, "gates": {"passed": False}}, "False", False),
+        ({"smoke": {"ok": True}, "gates": {"passed": False}}, "off", False),  # as Jinja's bool
         (None, True, False),  # failed before any validation of this attempt
     ],
 )
