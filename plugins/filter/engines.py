@@ -1,9 +1,11 @@
 """Filters over specdeploy.controller.engines (issue 29): the engine facts stay in Python.
 
-``vllm_argv``: the ``vllm serve`` command line of a release (roles/vllm_service/vars/main.yml),
+``vllm_argv``: the ``vllm serve`` command line of a release (the lookup service_files),
 ``--speculative-config`` left out for the baseline start (speculative None).
 ``sglang_argv``: the SGLang server's command line of a release, built by engines.sglang_argv
-from the same knobs the vLLM unit reads (roles/vllm_service/vars/sglang.yml calls it).
+from the same knobs the vLLM unit reads (the lookup service_files calls it).
+``server_files``: the server's executables a steady node must have (the lookup service_files
+renders the command line that runs them).
 ``engine_requirement``: the package the release venv installs (``vllm==V`` or ``sglang==V``).
 """
 
@@ -14,6 +16,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import service_files
 
 # The collection is the repository (collections/ansible_collections/specdeploy/toolkit -> ../../..):
 # the controller package sits three levels above this file.
@@ -27,9 +31,9 @@ from specdeploy.controller import engines  # noqa: E402  (needs the path set abo
 def vllm_argv(
     server: list[str], knobs: Mapping[str, Any], speculative: Mapping[str, Any] | None
 ) -> list[str]:
-    """``server``: the command before ``serve``; ``knobs``: the server knobs (vars/main.yml's
-    vllm_service_vllm_knobs), the doctor's ``hardware_server_args`` and the operator's
-    ``extra_args`` last."""
+    """``server``: the command before ``serve``; ``knobs``: the server knobs
+    (plugin_utils/service_files.server_knobs), the doctor's ``hardware_server_args`` and the
+    operator's ``extra_args`` last."""
     argv = [*server, "serve", str(knobs["model"]),
             "--served-model-name", str(knobs["served_model_name"]),
             "--host", str(knobs["host"]),
@@ -83,6 +87,11 @@ def engine_requirement(eng: str, vllm_version: str, sglang_version: str) -> str:
     return engines.engine_requirement(str(eng), str(vllm_version), str(sglang_version))
 
 
+def server_files(release: Mapping[str, Any], standin: bool) -> list[str]:
+    """The server's executables a steady node must have (the command's absolute paths)."""
+    return service_files.server_files(release, bool(standin))
+
+
 def backend_names(name: str) -> list[str]:
     """An expected attention backend as either engine logs it (vLLM's name, SGLang's)."""
     return [str(name), engines.sglang_backend(str(name))] if name else []
@@ -93,6 +102,7 @@ class FilterModule:
         return {
             "vllm_argv": vllm_argv,
             "sglang_argv": sglang_argv,
+            "server_files": server_files,
             "engine_requirement": engine_requirement,
             "backend_names": backend_names,
         }

@@ -58,6 +58,11 @@ options:
     elements: str
   smoke_environment: {description: "Its environment.", type: dict, default: {}}
   smoke_timeout_s: {description: "Its wall-time limit.", type: float, default: 60}
+  downtime_action:
+    description:
+      - The ledger's action name for this run; a steady node's downtime window is then none
+        (fact C(vllm_service_downtime)), outside check mode.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -78,6 +83,13 @@ smoke: {description: "The smoke check's result (null when not run).", type: dict
 left_drained:
   description: "A run's drain left the node's out-of-rotation note (<root>/.out-of-rotation)."
   type: bool
+  returned: always
+ansible_facts:
+  description: >-
+    vllm_service_steady and vllm_service_steady_drifts (the result's steady and drifts); for a
+    steady node outside check mode with downtime_action, vllm_service_downtime (no window: it did
+    not restart). Set by the module so that the role needs no set_fact task per node.
+  type: dict
   returned: always
 """
 
@@ -113,17 +125,30 @@ def main() -> None:
             "smoke_argv": {"type": "list", "elements": "str"},
             "smoke_environment": {"type": "dict", "default": {}},
             "smoke_timeout_s": {"type": "float", "default": 60.0},
+            "downtime_action": {"type": "str"},
         },
         supports_check_mode=True,
     )
     spec = dict(module.params)
+    action = spec.pop("downtime_action")
     spec["files"] = spec["files"] + spec.pop("secret_files")
     try:
         # Read-only in every mode; check mode only leaves the smoke check out, as the walk does.
         result = check(spec, run_smoke=not module.check_mode)
     except (OSError, ValueError, KeyError) as error:
         module.fail_json(msg=f"{type(error).__name__}: {error}")
-    module.exit_json(changed=False, **result)
+    facts = {
+        "vllm_service_steady": result["steady"],
+        "vllm_service_steady_drifts": result["drifts"],
+    }
+    if result["steady"] and action and not module.check_mode:
+        facts["vllm_service_downtime"] = {
+            "release": spec["release_id"],
+            "action": action,
+            "restarted": False,
+            "window": None,
+        }
+    module.exit_json(changed=False, ansible_facts=facts, **result)
 
 
 if __name__ == "__main__":
