@@ -13,8 +13,15 @@ def resolve(templar, name: str, local_variables: dict | None = None):
     if local_variables:
         variables = dict(templar.available_variables) | local_variables
         templar = templar.copy_with_new_env(available_variables=variables)
+    # The raw value, templated only when it holds a template: resolving the name as an expression
+    # compiled one Jinja expression per variable and task (a plain value needs none), which was
+    # most of the input checks' controller time per node (docs/scale.md).
     try:
-        return templar.resolve_variable_expression(name)
+        raw = templar.available_variables[name]
+    except KeyError:
+        return UNSET
+    try:
+        return templar.template(raw)
     except AnsibleError:
         return UNSET
 
