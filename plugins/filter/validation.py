@@ -6,7 +6,8 @@ none) and the checker's arguments that say so. ``measured``: a checker's JSON an
 ``check_summary``: the lines that show a check's result. ``serving_measured_message``: what the
 serving release measured before the switch. ``baseline_plan_message``: the deploy's plan for
 the speed-up baseline, said before anything changes. ``level_figures``: a checker's levels as
-"c=1 123.4 tok/s, c=8 ..." (the baseline start's line).
+"c=1 123.4 tok/s, c=8 ..." (the baseline start's line). ``last_validation``: what the release
+manifest keeps of a check (its ``last_validation``, which the steady check and `make status` read).
 Pure functions: the tasks run the checker and read its files, these decide and say.
 """
 
@@ -180,6 +181,33 @@ def level_figures(levels: Mapping[str, Any]) -> str:
     )
 
 
+def _median(value: Any) -> Any:
+    return value.get("median") if isinstance(value, Mapping) else None
+
+
+def last_validation(result: Mapping[str, Any], hardware: str) -> dict[str, Any]:
+    """The manifest's summary of a checker's result: verdict, when, the acceptance figures'
+    medians, the first three reasons, the speed and canary verdicts, the hardware."""
+    acceptance = result.get("acceptance") or {}
+    speed = result.get("speed") or {}
+    previous = result.get("previous") or {}
+    return {
+        "status": result["status"],
+        "exit_code": result["exit_code"],
+        "at": result["finished_at"],
+        "run_id": result["run_id"],
+        "mode": acceptance.get("mode"),
+        "mean_acceptance_length": acceptance.get("mean_acceptance_length"),
+        "speed_up": _median(acceptance.get("speed_up")),
+        "output_tokens_per_s": _median(acceptance.get("output_tokens_per_s")),
+        "reasons": list(result["reasons"])[:3],
+        "speed_status": speed.get("status"),
+        "baseline_source": speed.get("baseline_source"),
+        "previous_status": previous.get("status"),
+        "hardware": hardware,
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -189,4 +217,5 @@ class FilterModule:
             "serving_measured_message": serving_measured_message,
             "baseline_plan_message": baseline_plan_message,
             "level_figures": level_figures,
+            "last_validation": last_validation,
         }

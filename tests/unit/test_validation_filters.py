@@ -167,3 +167,43 @@ def test_level_figures_say_each_level_s_throughput_in_the_order_of_concurrency()
     levels = {"32": {"output_tps": 901.26}, "1": {"output_tps": 40.04}, "8": {"output_tps": 250}}
     assert validation.level_figures(levels) == "c=1 40.0 tok/s, c=8 250.0 tok/s, c=32 901.3 tok/s"
     assert validation.level_figures({}) == ""
+
+
+def test_last_validation_keeps_the_verdict_the_medians_and_three_reasons() -> None:
+    result = {
+        "status": "fail",
+        "exit_code": 1,
+        "finished_at": "2026-12-05T18:00:00Z",
+        "run_id": "r1",
+        "acceptance": {
+            "mode": "metrics",
+            "mean_acceptance_length": 2.4,
+            "speed_up": {"median": 0.91, "runs": [0.9, 0.91, 0.93]},
+            "output_tokens_per_s": {"median": 812.5},
+        },
+        "reasons": ["a", "b", "c", "d"],
+        "speed": {"status": "fail", "baseline_source": "baseline start"},
+        "previous": {"status": "pass"},
+    }
+    kept = validation.last_validation(result, "NVIDIA H200")
+    assert kept == {
+        "status": "fail",
+        "exit_code": 1,
+        "at": "2026-12-05T18:00:00Z",
+        "run_id": "r1",
+        "mode": "metrics",
+        "mean_acceptance_length": 2.4,
+        "speed_up": 0.91,
+        "output_tokens_per_s": 812.5,
+        "reasons": ["a", "b", "c"],
+        "speed_status": "fail",
+        "baseline_source": "baseline start",
+        "previous_status": "pass",
+        "hardware": "NVIDIA H200",
+    }
+    # a result that could not measure has none of the optional parts (null or empty)
+    bare = {**result, "acceptance": None, "speed": {}, "reasons": []}
+    bare.pop("previous")
+    kept = validation.last_validation(bare, "")
+    assert kept["speed_up"] is None and kept["mode"] is None and kept["previous_status"] is None
+    assert kept["reasons"] == [] and kept["speed_status"] is None
