@@ -17,22 +17,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.specdeploy.toolkit.plugins.module_utils import progress_line
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.wording import truncate
 
 NOISE = (re.compile(r"^Shared connection to"),)
 REASON_LIMIT = 900
 
 
-def _truncate(text: str, limit: int = REASON_LIMIT, leeway: int = 5) -> str:
-    """Jinja's truncate(limit): cut at a word boundary and end with '...'."""
-    if len(text) <= limit + leeway:
-        return text
-    cut = text[: limit - 3].rsplit(" ", 1)[0]
-    return cut + "..."
-
-
 def failure_reason(result: Mapping[str, Any] | None, task: str | None = None) -> str:
     result = result or {}
-    return f"{task or 'a task'}: {_truncate(' / '.join(_said(result))) or 'failed'}"
+    return f"{task or 'a task'}: {truncate(' / '.join(_said(result)), REASON_LIMIT) or 'failed'}"
 
 
 def _said(result: Mapping[str, Any]) -> list[str]:
