@@ -82,15 +82,11 @@ def engine_of(release: Mapping[str, Any]) -> str:
 
 def server_command(release: Mapping[str, Any], standin: bool) -> list[str]:
     """The command before the server's arguments."""
-    if engine_of(release) == "sglang":
-        if standin:
-            return [
-                str(release["python"]),
-                f"{release['standin_dir']}/tests/standin/sglang_standin.py",
-            ]
-        return [str(release["python"]), "-m", "sglang.launch_server"]
+    engine = engine_of(release)
     if standin:
-        return [str(release["python"]), f"{release['standin_dir']}/tests/standin/vllm_standin.py"]
+        return [str(release["python"]), f"{release['standin_dir']}/{STANDINS[engine]}"]
+    if engine == "sglang":
+        return [str(release["python"]), "-m", "sglang.launch_server"]
     return [f"{release['venv_dir']}/bin/vllm"]
 
 
