@@ -20,6 +20,8 @@ mode too (read-only), like the tasks it replaces (``check_mode: false``).
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -28,6 +30,7 @@ from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_chec
     run_check,
     run_once_per_input,
 )
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import UNSET, resolve
 
 
 class ActionModule(ActionBase):
@@ -38,13 +41,12 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        argv = args.get("argv")
-        if not isinstance(argv, list) or not argv:
-            raise AnsibleActionFail("controller_check: argv must be a non-empty list")
-        argv = [str(a) for a in argv]
+        argv = self._argv(args)
         stdin = args.get("stdin")
         stdin = None if stdin is None else str(stdin)
         chdir = args.get("chdir")
+        if chdir is None and "tool" in args:
+            chdir = self._toolkit_dir()
         chdir = None if chdir is None else str(chdir)
         try:
             once = boolean(args.get("once_per_input", True), strict=True)
@@ -81,3 +83,28 @@ class ActionModule(ActionBase):
             # the words of ansible.builtin.command, which the rollout's failure filter leaves out
             result.update(failed=True, msg="non-zero return code")
         return result
+
+    def _argv(self, args) -> list[str]:
+        """argv as given, or the toolkit's own tool run by the controller's Python (the one
+        running this playbook, ansible_playbook_python)."""
+        if "tool" in args:
+            tool, rest = args["tool"], args.get("args", [])
+            if "argv" in args:
+                raise AnsibleActionFail("controller_check: give argv or tool, not both")
+            if not isinstance(tool, str) or not tool.startswith("specdeploy."):
+                raise AnsibleActionFail(f"controller_check: not a specdeploy module: {tool!r}")
+            if not isinstance(rest, list):
+                raise AnsibleActionFail("controller_check: args must be a list")
+            return [sys.executable, "-m", tool, *(str(a) for a in rest)]
+        argv = args.get("argv")
+        if not isinstance(argv, list) or not argv:
+            raise AnsibleActionFail("controller_check: argv (or tool) must be a non-empty list")
+        return [str(a) for a in argv]
+
+    def _toolkit_dir(self) -> str:
+        """Where the toolkit's package is: the knob specdeploy_toolkit_dir where the play has it,
+        else this collection's root (the repository, or the installed collection)."""
+        value = resolve(self._templar, "specdeploy_toolkit_dir")
+        if value is not UNSET and value:
+            return os.path.realpath(str(value))
+        return str(Path(__file__).resolve().parents[2])

@@ -20,10 +20,22 @@ version_added: 0.1.0
 author: specdeploy maintainers (!UNKNOWN)
 options:
   argv:
-    description: The command and its arguments.
+    description: The command and its arguments. Give O(argv) or O(tool), not both.
     type: list
     elements: str
-    required: true
+  tool:
+    description:
+      - One of the toolkit's own Python modules (C(specdeploy.controller.history)), run as
+        C(python -m) O(tool) O(args) by the controller's Python, the one that runs the playbook
+        (C(ansible_playbook_python)).
+      - Without O(chdir) it runs in the toolkit's directory (C(specdeploy_toolkit_dir) where the
+        play has that variable, else this collection's root), where its package is found.
+    type: str
+  args:
+    description: The arguments of O(tool).
+    type: list
+    elements: str
+    default: []
   stdin:
     description: Text the command reads on its standard input.
     type: str
@@ -56,6 +68,13 @@ EXAMPLES = r"""
     stdin: "{{ specdeploy_release_gates | to_json }}"
     chdir: /opt/specdeploy-toolkit
   register: gates_check
+
+- name: Record a result in the controller's history (the toolkit's own tool, every time)
+  specdeploy.toolkit.controller_check:
+    tool: specdeploy.controller.history
+    args: [record, --db, reports/history.sqlite]
+    stdin: "{{ result | to_json }}"
+    once_per_input: false
 """
 
 RETURN = r"""

@@ -21,7 +21,12 @@ description:
 author: specdeploy maintainers (!UNKNOWN)
 version_added: 0.1.0
 options:
-  root: {description: "The release root the lock guards.", type: path, required: true}
+  root:
+    description:
+      - The release root the lock guards.
+      - A task may leave it out; the action plugin then passes the play's C(specdeploy_root).
+    type: path
+    required: true
   state:
     description: >-
       locked takes the lock for owner; unlocked gives back the lock with token; shown only

@@ -20,7 +20,9 @@ author: specdeploy maintainers (!UNKNOWN)
 version_added: 0.1.0
 options:
   root:
-    description: The release root (releases/, current, ledger.jsonl).
+    description:
+      - The release root (releases/, current, ledger.jsonl).
+      - A task may leave it out; the action plugin then passes the play's C(specdeploy_root).
     type: path
     required: true
   command:
@@ -75,6 +77,10 @@ current:
   description: The release `current` points at (activate, deactivate, target, status).
   type: str
   returned: when known
+current_manifest:
+  description: The manifest of the release `current` points at; empty when there is none (status).
+  type: dict
+  returned: status
 target: {description: "The release a rollback activates (target).", type: str, returned: found}
 error:
   description: Why there is no rollback target (target; an answer, not a module failure).

@@ -153,3 +153,37 @@ def test_creates_skips_the_command_once_its_file_exists(tmp_path: Path) -> None:
     assert runs.read_text() == "x"
     assert first["changed"] is True and first["rc"] == 0
     assert second["changed"] is False and "exists" in second["msg"]
+
+
+def test_a_toolkit_tool_runs_with_the_controllers_python_in_the_toolkit(tmp_path: Path) -> None:
+    """tool + args (no argv, no chdir): the toolkit's module runs with the Python that runs the
+    playbook, in the collection's root (run from elsewhere); argv and tool together are refused
+    by name."""
+    tasks = (
+        "    - specdeploy.toolkit.controller_check:\n"
+        "        tool: specdeploy.controller.schedule\n"
+        "        args: [acceptance-concurrency, '[[1, 3, 1], [4, 16, 3], [17, 1024, 1]]']\n"
+        "      register: answer\n"
+        "    - specdeploy.toolkit.controller_check:\n"
+        "        tool: specdeploy.controller.schedule\n"
+        "        argv: [python3]\n"
+        "      ignore_errors: true\n"
+    )
+    (tmp_path / "hosts.json").write_text(json.dumps({"all": {"hosts": {"one": {}}}}))
+    (tmp_path / "play.yml").write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{tasks}")
+    env = os.environ | {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+    }
+    run = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "hosts.json", "-c", "local", "play.yml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    tasks = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])[0]["plays"][0]
+    ran, both = (t["hosts"]["one"] for t in tasks["tasks"])
+    assert ran["rc"] == 0, ran
+    assert os.path.realpath(ran["cmd"][0]) == os.path.realpath(sys.executable)
+    assert ran["cmd"][1:3] == ["-m", "specdeploy.controller.schedule"]
+    assert ran["stdout"].strip() == "4", ran  # the smallest batch size that drafts k=3
+    assert both["failed"] is True and "argv or tool" in both["msg"]
