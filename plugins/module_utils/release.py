@@ -411,9 +411,18 @@ def status(root: Path) -> dict[str, Any]:
                         "failure_reason": data.get("failure_reason"),
                     }
                 )
+    current = current_release(root)
+    current_manifest = manifest_path(root, current) if current else None
     return {
         "changed": False,
-        "current": current_release(root),
+        "current": current,
+        # what the serving release was built with (its inputs, its last validation); {} when
+        # nothing is deployed or the release has no manifest
+        "current_manifest": (
+            json.loads(current_manifest.read_text())
+            if current_manifest is not None and current_manifest.is_file()
+            else {}
+        ),
         "previous": previous_release(root),
         "releases": releases,
         "ledger": read_ledger(root)[-10:],

@@ -187,3 +187,13 @@ def test_a_release_that_failed_while_serving_is_retried_as_it_is(tmp_path):
     release.update_release(tmp_path, "a", {}, "failed", "build: disk full", None, "build")
     assert release.init_release(tmp_path, "a", {"id": "a"})["rebuilt"]
     assert not (tmp_path / "releases" / "a" / "venv").exists()
+
+
+def test_status_carries_the_serving_releases_manifest_and_none_before_a_deploy(tmp_path):
+    assert release.status(tmp_path)["current_manifest"] == {}
+    make(tmp_path, "a")
+    release.update_release(tmp_path, "a", {"inputs": {"speculative_config": {"k": 3}}}, None, "t")
+    release.activate(tmp_path, "a", "deploy")
+    shown = release.status(tmp_path)
+    assert shown["current"] == "a"
+    assert shown["current_manifest"]["inputs"]["speculative_config"] == {"k": 3}

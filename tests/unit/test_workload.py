@@ -5,15 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
-import yaml
 
 from specdeploy.node.validation import check, loadgen
 from specdeploy.node.validation.workload import Workload, WorkloadError, parse_levels
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _parsed(*argv: str, defaults: Workload | None = None) -> Workload:
@@ -128,6 +124,13 @@ def test_the_load_generator_keeps_its_own_defaults() -> None:
 
 
 def test_the_role_passes_only_fields_the_workload_has() -> None:
-    role_vars = yaml.safe_load((REPO / "roles/validation/vars/main.yml").read_text())
+    """The role's command lines (plugins/plugin_utils/validation_argv.py) name the workload's
+    fields: a field renamed in Workload and not there would be refused on every node."""
+    from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import validation_argv
+
+    values = dict.fromkeys(validation_argv.KNOBS, "1") | {
+        "validation_concurrency": [1, 8],
+        "validation_prompts_file": "",
+    }
     names = {f.name for f in dataclasses.fields(Workload)}
-    assert set(role_vars["validation_workload"]) <= names
+    assert set(validation_argv.workload(values)) <= names

@@ -1,0 +1,40 @@
+"""Run the readiness smoke check of a release's server on the node (plugins/plugin_utils/
+smoke.py builds its command line from the play's variables), as ansible.builtin.command runs a
+command: the result has rc, stdout, stderr; a failed check is a failed task unless the task says
+otherwise (failed_when)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import smoke
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        unknown = sorted(set(args) - {"release", "timeout_s"})
+        if unknown:
+            raise AnsibleActionFail(f"smoke: unknown options {', '.join(unknown)}")
+        knobs = resolve_all(self._templar, smoke.KNOBS)
+        try:
+            command = smoke.command(
+                knobs, args.get("release"), args.get("timeout_s", smoke.DEFAULT_TIMEOUT_S)
+            )
+        except (KeyError, ValueError) as error:
+            raise AnsibleActionFail(f"smoke: {type(error).__name__}: {error}") from error
+        # the task's own environment first, then the release's toolkit on the path
+        self._task.environment = [*(self._task.environment or []), command["environment"]]
+        result.update(
+            self._execute_module(
+                module_name="ansible.builtin.command",
+                module_args={"argv": command["argv"]},
+                task_vars=task_vars,
+            )
+        )
+        return result
