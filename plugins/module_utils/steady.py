@@ -120,7 +120,7 @@ def service_drift(service: str) -> list[str]:
 
 
 def smoke(argv: list[str], environment: dict[str, str], timeout_s: float) -> dict[str, Any]:
-    """The readiness smoke check, the same command line the walk runs (specdeploy_smoke_argv)."""
+    """The readiness smoke check, the command line the walk runs (plugin_utils/smoke.py)."""
     try:
         proc = subprocess.run(
             argv,
