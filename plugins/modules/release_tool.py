@@ -36,8 +36,10 @@ attributes:
       turns check mode off for itself.
   diff_mode:
     support: none
-  platform:
-    platforms: posix
+    description: No diff; the tool changes nothing Ansible tracks.
+  action:
+    support: full
+    description: An action plugin builds the command line on the controller and runs it on the node.
 """
 
 EXAMPLES = r"""

@@ -31,8 +31,10 @@ attributes:
       reads, so the tasks that run it turn check mode off for it (C(check_mode=false)).
   diff_mode:
     support: none
-  platform:
-    platforms: posix
+    description: No diff; the check changes nothing Ansible tracks.
+  action:
+    support: full
+    description: An action plugin builds the command line on the controller and runs it on the node.
 """
 
 EXAMPLES = r"""
