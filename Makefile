@@ -81,11 +81,12 @@ sandbox-down: $(VENV)/.stamp ## stop instance k's nodes (SPECDEPLOY_SANDBOX_INST
 # safe state (rolled back to what served before, kept, or said unvalidated; the dead run's lock
 # given back) that `make status` shows. It gets the run's EXTRA too: the same root, service and
 # balancer as the run it ends. A second Ctrl-C stops that too (the next run or
-# `make status` still names the state).
+# `make status` still names the state). Its input is /dev/null: the interrupted ansible-playbook
+# can leave the terminal's input non-blocking, which ansible-playbook refuses to start on.
 INTERRUPTIBLE = rc=0; trap 'true' INT; $(PLAYBOOK) -i $(INVENTORY) $(PLAY_ARGS) || rc=$$?; trap - INT; \
 	if [ $$rc -eq 99 ]; then \
 	  echo "make: the run was interrupted; ending what it left on each node (playbooks/interrupted.yml)" >&2; \
-	  $(PLAYBOOK) -i $(INVENTORY) playbooks/interrupted.yml $(EXTRA) || true; fi; \
+	  $(PLAYBOOK) -i $(INVENTORY) playbooks/interrupted.yml $(EXTRA) </dev/null || true; fi; \
 	exit $$rc
 
 deploy: PLAY_ARGS = deploy.yml $(EXTRA)
