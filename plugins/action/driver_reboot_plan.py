@@ -17,8 +17,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import driver_reboot
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
     UNSET,
+    require_all,
     resolve,
-    resolve_all,
 )
 
 KNOBS = ("gpu_node_driver_version", "gpu_node_driver_packages", "gpu_node_reboot_allowed")
@@ -35,10 +35,7 @@ class ActionModule(ActionBase):
         del tmp
         if self._task.args:
             raise AnsibleActionFail("driver_reboot_plan: takes no arguments (it reads the knobs)")
-        knobs = resolve_all(self._templar, KNOBS)
-        missing = [name for name in KNOBS if name not in knobs]
-        if missing:
-            raise AnsibleActionFail(f"driver_reboot_plan: undefined: {', '.join(missing)}")
+        knobs = require_all(self._templar, KNOBS, "driver_reboot_plan")
         host = str(task_vars["inventory_hostname"])
         try:
             loaded = self._read(MODULE_VERSION, task_vars)

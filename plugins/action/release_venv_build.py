@@ -18,7 +18,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import release_venv_build as steps
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import require_all
 
 
 class ActionModule(ActionBase):
@@ -30,10 +30,7 @@ class ActionModule(ActionBase):
         del tmp
         if self._task.args:
             raise AnsibleActionFail("release_venv_build: takes no arguments (it reads the knobs)")
-        knobs = resolve_all(self._templar, steps.KNOBS)
-        missing = [name for name in steps.KNOBS if name not in knobs]
-        if missing:
-            raise AnsibleActionFail(f"release_venv_build: undefined: {', '.join(missing)}")
+        knobs = require_all(self._templar, steps.KNOBS, "release_venv_build")
         try:
             return self._build(result, knobs, task_vars)
         except KeyError as exc:

@@ -52,7 +52,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.loader import lookup_loader
 from ansible.plugins.lookup import LookupBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import monitoring_files
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import require_all
 
 TERMS = ("prometheus", "grafana")
 
@@ -63,10 +63,7 @@ class LookupModule(LookupBase):
             raise AnsibleError(f"monitoring_files: prometheus or grafana, got {terms!r}")
         variables = variables if variables is not None else {}
         self.set_options(var_options=variables, direct=kwargs)
-        knobs = resolve_all(self._templar, monitoring_files.KNOBS)
-        missing = sorted(set(monitoring_files.KNOBS) - set(knobs))
-        if missing:
-            raise AnsibleError(f"monitoring_files: undefined: {', '.join(missing)}")
+        knobs = require_all(self._templar, monitoring_files.KNOBS, "monitoring_files")
         if terms[0] == "prometheus":
             return [self._prometheus(knobs, variables)]
         dashboard = self._file("specdeploy-dashboard.json", variables)

@@ -39,7 +39,7 @@ _raw:
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import monitoring_spec
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import require_all
 
 ANSWERS = {"spec": monitoring_spec.spec, "problems": monitoring_spec.problems}
 
@@ -49,9 +49,6 @@ class LookupModule(LookupBase):
         if len(terms) != 1 or terms[0] not in ANSWERS:
             raise AnsibleError(f"monitoring_spec: spec or problems, got {terms!r}")
         variables = variables if variables is not None else {}
-        knobs = resolve_all(self._templar, monitoring_spec.KNOBS)
-        missing = sorted(set(monitoring_spec.KNOBS) - set(knobs))
-        if missing:
-            raise AnsibleError(f"monitoring_spec: undefined: {', '.join(missing)}")
+        knobs = require_all(self._templar, monitoring_spec.KNOBS, "monitoring_spec")
         groups, hostvars = variables.get("groups", {}), variables.get("hostvars", {})
         return [ANSWERS[terms[0]](groups, hostvars, knobs)]

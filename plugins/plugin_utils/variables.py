@@ -34,3 +34,13 @@ def resolve_all(templar, names) -> dict:
         if value is not UNSET:
             values[name] = value
     return values
+
+
+def require_all(templar, names, who: str) -> dict:
+    """name -> value for every name; a one-line error naming the undefined ones, for ``who``
+    (the plugin that reads them)."""
+    values = resolve_all(templar, names)
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise AnsibleError(f"{who}: undefined: {', '.join(missing)}")
+    return values
