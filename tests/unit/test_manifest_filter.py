@@ -1,26 +1,15 @@
-"""The manifest filters (plugins/filter/manifest.py): what `make validate` and the interrupted
-deploy's end read back from a node's release manifest."""
+"""The manifest filter (plugins/filter/manifest.py): what `make validate` reads back from the
+serving release's manifest (the releases module's current_manifest)."""
 
 from __future__ import annotations
 
-import base64
-import json
-
-from ansible_collections.specdeploy.toolkit.plugins.filter.manifest import (
-    release_manifest,
-    served_speculation,
-)
-
-
-def slurped(manifest: dict) -> dict:
-    return {"content": base64.b64encode(json.dumps(manifest).encode()).decode()}
+from ansible_collections.specdeploy.toolkit.plugins.filter.manifest import served_speculation
 
 
 def test_a_release_with_a_k_schedule():
     spec = {"method": "eagle3", "num_speculative_tokens": 4,
             "num_speculative_tokens_per_batch_size": {"1": 4, "16": 2}}  # fmt: skip
-    manifest = release_manifest(slurped({"inputs": {"speculative_config": spec},
-                                         "last_validation": {"hardware": "H200"}}))  # fmt: skip
+    manifest = {"inputs": {"speculative_config": spec}, "last_validation": {"hardware": "H200"}}
     assert served_speculation(manifest) == {
         "speculative_config": spec, "speculative": True,
         "schedule": {"1": 4, "16": 2}, "hardware": "H200",
@@ -28,13 +17,10 @@ def test_a_release_with_a_k_schedule():
 
 
 def test_a_release_without_speculation_nor_validation():
-    served = served_speculation(release_manifest(slurped({"inputs": {"speculative_config": None},
-                                                          "last_validation": None})))  # fmt: skip
+    served = served_speculation({"inputs": {"speculative_config": None}, "last_validation": None})
     assert served == {"speculative_config": None, "speculative": False, "schedule": "",
                       "hardware": ""}  # fmt: skip
 
 
-def test_a_missing_manifest_is_empty():
-    assert release_manifest({"failed": True, "msg": "file not found"}) == {}
-    assert release_manifest(None) == {}
+def test_no_manifest_serves_without_speculation():
     assert served_speculation({})["speculative"] is False
