@@ -17,6 +17,7 @@ from ansible_collections.specdeploy.toolkit.plugins.filter.monitoring import (
     node_exporter_targets,
     vllm_scrape_targets,
 )
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import jinja_int
 
 KNOBS = (
     "monitoring_nodes_group",
@@ -47,14 +48,6 @@ DURATIONS = (
     "monitoring_latency_for",
 )
 PROMETHEUS_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-
-
-def _int(value: Any) -> int:
-    """Jinja's ``| int``: "3.0" -> 3 as well."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return int(float(value))
 
 
 def nodes(groups: Mapping[str, Sequence[str]], knobs: Mapping[str, Any]) -> list[str]:
@@ -122,10 +115,10 @@ def spec(
             "rate_window": knobs["monitoring_rate_window"],
             "acceptance_for": knobs["monitoring_acceptance_for"],
             "speculation_off_for": knobs["monitoring_speculation_off_for"],
-            "start_timeout_s": _int(knobs["specdeploy_start_timeout_s"]),
+            "start_timeout_s": jinja_int(knobs["specdeploy_start_timeout_s"]),
             "restarts_window": knobs["monitoring_restarts_window"],
-            "restarts_max": _int(knobs["monitoring_restarts_max"]),
-            "validation_stale_s": _int(knobs["monitoring_validation_stale_s"]),
+            "restarts_max": jinja_int(knobs["monitoring_restarts_max"]),
+            "validation_stale_s": jinja_int(knobs["monitoring_validation_stale_s"]),
             "ttft_p95_max_s": float(knobs["monitoring_ttft_p95_max_s"]),
             "itl_p95_max_s": float(knobs["monitoring_itl_p95_max_s"]),
             "latency_for": knobs["monitoring_latency_for"],

@@ -21,6 +21,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import jinja_int
+
 MODES = ("all", "baseline", "baseline-plan")
 
 # The variables the command lines read (templated by the caller, as a task's Jinja would).
@@ -58,21 +61,6 @@ KNOBS = (
 )
 
 
-def as_bool(value: Any) -> bool:
-    """Jinja's ``| bool`` as Ansible has it: yes/true/on/1 (any case) are true."""
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in ("yes", "on", "1", "true", "y", "t")
-
-
-def as_int(value: Any) -> int:
-    """Jinja's ``| int``: a float's string too ("3.0" -> 3)."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return int(float(value))
-
-
 def levels(values: Mapping[str, Any]) -> str:
     return ",".join(str(level) for level in values["validation_concurrency"])
 
@@ -89,10 +77,10 @@ def workload(values: Mapping[str, Any]) -> dict[str, Any]:
     prompts = values["validation_prompts_file"]
     return {
         "levels": levels(values),
-        "concurrency": as_int(values["validation_acceptance_concurrency"]),
-        "max_requests": as_int(values["validation_max_requests"]),
+        "concurrency": jinja_int(values["validation_acceptance_concurrency"]),
+        "max_requests": jinja_int(values["validation_max_requests"]),
         "time_budget_s": float(values["validation_time_budget_s"]),
-        "repeats": as_int(values["validation_repeats"]),
+        "repeats": jinja_int(values["validation_repeats"]),
         "min_window_s": float(values["validation_min_window_s"]),
         "endpoint": values["validation_endpoint"],
         "temperature": float(values["validation_temperature"]),
@@ -131,7 +119,7 @@ def check_all(values: Mapping[str, Any]) -> list[str]:
         if "validation_gates" in values  # defined, as the what-if's `is defined`
         else values["validation_gates_file"]
     )
-    speculative = str(as_bool(values["validation_release_speculative"])).lower()
+    speculative = str(boolean(values["validation_release_speculative"], strict=False)).lower()
     baseline = values["validation_baseline"]
     schedule = values["validation_release_schedule"]
     argv = [
@@ -171,7 +159,7 @@ def check_baseline(values: Mapping[str, Any], release: str, out: str) -> list[st
 
 def baseline_plan(values: Mapping[str, Any]) -> list[str]:
     """The controller's baseline plan question (the deploy's plan adds what serves)."""
-    from_history = as_bool(values["validation_baseline_from_history"])
+    from_history = boolean(values["validation_baseline_from_history"], strict=False)
     return [
         "--levels", levels(values),
         "--knob", json.dumps(values["validation_baseline_tps"]),

@@ -26,6 +26,15 @@ def resolve(templar, name: str, local_variables: dict | None = None):
         return UNSET
 
 
+def jinja_int(value) -> int:
+    """Jinja's ``| int`` for a knob's value: a float's string too ("3.0" -> 3), as the YAML
+    that computed these values in Jinja had it (``-e`` gives strings)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return int(float(value))
+
+
 def resolve_all(templar, names) -> dict:
     """name -> value for the names that are defined."""
     values = {}
