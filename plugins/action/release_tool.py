@@ -12,6 +12,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.module_utils.release import release_paths
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.node_command import run_command
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import UNSET, resolve
 
 OPTIONS = {"tool", "args", "release"}
@@ -37,18 +38,8 @@ class ActionModule(ActionBase):
         if root is UNSET or not root:
             raise AnsibleActionFail("release_tool: specdeploy_root is unset")
         paths = release_paths(str(root), str(release))
-        # the task's own environment first, then the release's toolkit on the path
-        self._task.environment = [
-            *(self._task.environment or []),
-            {"PYTHONPATH": paths["toolkit_dir"]},
-        ]
         argv = [paths["python"], "-m", tool, *(str(a) for a in rest)]
-        command = {"argv": argv}
-        result.update(
-            self._execute_module(
-                module_name="ansible.builtin.command", module_args=command, task_vars=task_vars
-            )
-        )
+        result.update(run_command(self, argv, {"PYTHONPATH": paths["toolkit_dir"]}, task_vars))
         return result
 
     def _deployed_release(self) -> str:

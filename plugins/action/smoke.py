@@ -8,6 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import smoke
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.node_command import run_command
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
 
 
@@ -28,13 +29,5 @@ class ActionModule(ActionBase):
             )
         except (KeyError, ValueError) as error:
             raise AnsibleActionFail(f"smoke: {type(error).__name__}: {error}") from error
-        # the task's own environment first, then the release's toolkit on the path
-        self._task.environment = [*(self._task.environment or []), command["environment"]]
-        result.update(
-            self._execute_module(
-                module_name="ansible.builtin.command",
-                module_args={"argv": command["argv"]},
-                task_vars=task_vars,
-            )
-        )
+        result.update(run_command(self, command["argv"], command["environment"], task_vars))
         return result
