@@ -13,7 +13,11 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.module_utils.release import release_paths
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.node_command import run_command
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import UNSET, resolve
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
+    UNSET,
+    resolve,
+    task_args,
+)
 
 OPTIONS = {"tool", "args", "release"}
 
@@ -25,9 +29,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        unknown = sorted(set(args) - OPTIONS)
-        if unknown:
-            raise AnsibleActionFail(f"release_tool: unknown options {', '.join(unknown)}")
+        task_args(args, "release_tool", OPTIONS)
         tool, rest = args.get("tool"), args.get("args", [])
         if not isinstance(tool, str) or not tool.startswith("specdeploy.node."):
             raise AnsibleActionFail(f"release_tool: not a node tool of the toolkit: {tool!r}")

@@ -9,7 +9,10 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import smoke
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.node_command import run_command
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
+    resolve_all,
+    task_args,
+)
 
 
 class ActionModule(ActionBase):
@@ -19,9 +22,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        unknown = sorted(set(args) - {"release", "timeout_s"})
-        if unknown:
-            raise AnsibleActionFail(f"smoke: unknown options {', '.join(unknown)}")
+        task_args(args, "smoke", ("release", "timeout_s"))
         knobs = resolve_all(self._templar, smoke.KNOBS)
         try:
             command = smoke.command(

@@ -9,7 +9,9 @@ server's process ended, or ``timeout_s`` passed. Prints, per change, a line like
 Returns the last state: the phase, ``ready``, ``ended``, the downtime ``window`` (when ready)
 and, when it timed out, ``stuck`` (the phase and how long it lasted). Read-only and check-mode
 safe (skipped in check mode: nothing started). Options: unit, since (epoch seconds), root,
-python, toolkit, timeout_s, wait_s (bound of one node-side wait).
+python, toolkit, timeout_s, wait_s (bound of one node-side wait); release (an id: its Python and
+toolkit). unit, root and timeout_s default to the play's specdeploy_service_name, specdeploy_root
+and specdeploy_start_timeout_s.
 """
 
 from __future__ import annotations
@@ -22,8 +24,17 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.specdeploy.toolkit.plugins.module_utils import progress_line
+from ansible_collections.specdeploy.toolkit.plugins.module_utils.release import release_paths
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import UNSET, resolve
 
 display = Display()
+
+# Options a task may leave out: the play's variable each defaults to.
+DEFAULTS = {
+    "unit": "specdeploy_service_name",
+    "root": "specdeploy_root",
+    "timeout_s": "specdeploy_start_timeout_s",
+}
 
 
 def describe(host: str, state: dict) -> str:
@@ -58,7 +69,7 @@ class ActionModule(ActionBase):
         if self._task.check_mode:
             result.update(skipped=True, msg="check mode: no server starts")
             return result
-        args = self._task.args
+        args = self._options(self._task.args)
         try:
             unit = str(args["unit"])
             since = float(args["since"])
@@ -109,3 +120,20 @@ class ActionModule(ActionBase):
                                "percent": state.get("percent"),
                                "for_s": state["phase_elapsed_s"]}  # fmt: skip
         return result
+
+    def _options(self, given) -> dict:
+        """The task's options; the ones it leaves out from the play's variables (the server's
+        unit, the root, the start budget) and, for ``release``, that release's Python and
+        toolkit on the node (the one layout, module_utils/release.py)."""
+        args = dict(given)
+        for option, knob in DEFAULTS.items():
+            if args.get(option) in (None, ""):
+                value = resolve(self._templar, knob)
+                if value is not UNSET:
+                    args[option] = value
+        release = args.pop("release", None)
+        if release and "root" in args:
+            paths = release_paths(str(args["root"]), str(release))
+            args.setdefault("python", paths["python"])
+            args.setdefault("toolkit", paths["toolkit_dir"])
+        return args

@@ -20,7 +20,8 @@ description:
     the C(specdeploy.toolkit.files) and C(specdeploy.toolkit.steady) modules.
   - C(config) is what goes into the release's config directory (the environment file, the unit,
     the gates; a speculative release's unit without speculation; the sandbox stand-in's profile),
-    C(installed) the installed unit (a copy of the release's) and the on-failure hook.
+    C(installed) the installed unit (a copy of the release's) and the on-failure hook, C(hook)
+    the on-failure hook alone (it needs no planned release; activation installs it for any).
   - The command line and the environment come from the engine the release carries
     (C(specdeploy_release.engine)); the templates are rendered as C(ansible.builtin.template)
     renders them (search path, C(template_*) variables, C(ansible_managed), trim_blocks).
@@ -28,7 +29,8 @@ author: specdeploy maintainers (!UNKNOWN)
 version_added: 0.1.0
 options:
   _terms:
-    description: The sets, C(config) and/or C(installed), in the order to return them.
+    description: >-
+      The sets, C(config) and/or C(installed), in the order to return them; or C(hook) alone.
     required: true
 """
 
@@ -36,6 +38,10 @@ EXAMPLES = r"""
 - name: Write the release's config files
   specdeploy.toolkit.files:
     items: "{{ lookup('specdeploy.toolkit.service_files', 'config') }}"
+
+- name: Install the on-failure hook
+  specdeploy.toolkit.files:
+    items: "{{ lookup('specdeploy.toolkit.service_files', 'hook') }}"
 """
 
 RETURN = r"""
@@ -57,10 +63,13 @@ from ansible.plugins.lookup import LookupBase
 from ansible.template import trust_as_template
 from ansible_collections.specdeploy.toolkit.plugins.filter.engines import sglang_argv, vllm_argv
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import service_files
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import resolve_all
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
+    require_all,
+    resolve_all,
+)
 
 BUILDERS = {"vllm": vllm_argv, "sglang": sglang_argv}
-SETS = ("config", "installed")
+SETS = ("config", "installed", "hook")
 # ansible.builtin.template's defaults (trim_blocks on).
 OVERRIDES = TemplateOverrides.from_kwargs(
     dict(
@@ -81,10 +90,16 @@ class LookupModule(LookupBase):
             raise AnsibleError(
                 f"service_files: sets {unknown or '(none)'}; known: {', '.join(SETS)}"
             )
-        # templated as a task's Jinja would read them (the raw variables hold templates)
-        knobs = resolve_all(self._templar, service_files.KNOBS)
+        if "hook" in terms and len(terms) > 1:
+            raise AnsibleError("service_files: the set hook goes alone (installed has it)")
         try:
-            plan = service_files.file_plan(knobs, BUILDERS)
+            if terms == ["hook"]:
+                knobs = require_all(self._templar, service_files.HOOK_KNOBS, "service_files")
+                plan = {"hook": [service_files.hook_file(knobs)]}
+            else:
+                # templated as a task's Jinja would read them (the raw variables hold templates)
+                knobs = resolve_all(self._templar, service_files.KNOBS)
+                plan = service_files.file_plan(knobs, BUILDERS)
         except (KeyError, ValueError) as error:
             raise AnsibleError(f"service_files: {type(error).__name__}: {error}") from error
         rendered: dict[str, str] = {}  # the same template and context render once

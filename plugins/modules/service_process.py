@@ -21,7 +21,10 @@ author: specdeploy maintainers (!UNKNOWN)
 version_added: 0.1.0
 options:
   service:
-    description: The unit, for example C(vllm.service).
+    description:
+      - The unit, for example C(vllm.service).
+      - A task may leave it out; the action plugin then passes the play's server,
+        C(specdeploy_service_name) with C(.service).
     type: str
     required: true
   release_dir:

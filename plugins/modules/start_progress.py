@@ -21,30 +21,40 @@ description:
 version_added: 0.1.0
 author: specdeploy maintainers (!UNKNOWN)
 options:
-  unit:
-    description: The systemd unit of the inference server.
+  release:
+    description:
+      - The release that starts (its id); its Python and toolkit on the node are then the
+        release's own (C(specdeploy_root)/releases/<id>/), unless O(python) and O(toolkit) name
+        them.
     type: str
-    required: true
+  unit:
+    description:
+      - The systemd unit of the inference server.
+      - A task may leave it out; the action plugin then passes the play's
+        C(specdeploy_service_name).
+    type: str
   since:
     description: Epoch seconds of the start to follow; earlier journal lines are ignored.
     type: float
     required: true
   root:
-    description: The specdeploy root on the node (its start history lives there).
+    description:
+      - The specdeploy root on the node (its start history lives there).
+      - A task may leave it out; the action plugin then passes the play's C(specdeploy_root).
     type: path
-    required: true
   python:
-    description: The release's Python on the node.
+    description: The release's Python on the node. Required without O(release).
     type: path
-    required: true
   toolkit:
-    description: The release's toolkit directory on the node (its PYTHONPATH).
+    description:
+      - The release's toolkit directory on the node (its PYTHONPATH). Required without O(release).
     type: path
-    required: true
   timeout_s:
-    description: The start budget in seconds; past it the result names the stuck phase.
+    description:
+      - The start budget in seconds; past it the result names the stuck phase.
+      - A task may leave it out; the action plugin then passes the play's
+        C(specdeploy_start_timeout_s).
     type: float
-    required: true
   wait_s:
     description: Bound of one node-side wait for the next change, in seconds.
     type: float
@@ -72,6 +82,11 @@ EXAMPLES = r"""
     python: /opt/specdeploy/releases/r1/venv/bin/python
     toolkit: /opt/specdeploy/releases/r1/toolkit
     timeout_s: 900
+
+- name: The same for the play's server, its root and start budget (release r1's Python and toolkit)
+  specdeploy.toolkit.start_progress:
+    release: r1
+    since: "{{ restart_started }}"
 """
 
 RETURN = r"""

@@ -19,6 +19,10 @@ description:
     the service, old releases to prune, a readiness smoke check - and a drift message for each
     difference.
   - Check mode leaves the smoke check out.
+  - A task may leave options out; the action plugin (plugins/action/steady.py) then fills them
+    from the play's variables as roles/vllm_service renders and checks them (the files of the
+    lookup specdeploy.toolkit.service_files, C(vllm_service_secret_files), the smoke check of
+    C(specdeploy_release.id), C(specdeploy_keep_releases), C(vllm_service_action)).
 author: specdeploy maintainers (!UNKNOWN)
 version_added: 0.1.0
 options:

@@ -38,15 +38,16 @@ KNOBS = (
     "specdeploy_standin_profile",
     "specdeploy_service_name",
     "vllm_service_unit_path",
-    "vllm_service_on_failure_unit_path",
-    "vllm_service_on_failure_template",
     "vllm_service_config_dir",
     "vllm_service_rendered_unit_path",
     "vllm_service_baseline_unit_path",
     "vllm_service_gates_path",
-    "vllm_service_standin_profile_path",
     "specdeploy_toolkit_dir",
 )
+
+# The on-failure hook alone (the set ``hook``): activation installs it for any release, also where
+# no release is planned (a rollback).
+HOOK_KNOBS = ("specdeploy_service_name", "specdeploy_toolkit_dir")
 
 # Each engine's compile and JIT caches, under the release's cache directory (its fingerprint).
 CACHES = {
@@ -157,16 +158,32 @@ def environment(knobs: Mapping[str, Any], standin_profile_path: str) -> dict[str
     return merged | dict(knobs.get("specdeploy_environment") or {})
 
 
+def standin_profile_path(knobs: Mapping[str, Any]) -> str:
+    """The stand-in's profile in the release's config directory (sandbox only)."""
+    return f"{knobs['vllm_service_config_dir']}/standin-profile.json"
+
+
+def hook_file(knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """The on-failure hook the unit's OnFailure= starts: a systemd template unit named after the
+    service, from the toolkit's template."""
+    return {
+        "path": f"/etc/systemd/system/{knobs['specdeploy_service_name']}-on-failure@.service",
+        "template": f"{knobs['specdeploy_toolkit_dir']}/templates/vllm-on-failure@.service.j2",
+        "context": {},
+        "mode": "0644",
+    }
+
+
 def file_plan(knobs: Mapping[str, Any], builders: Mapping[str, Argv]) -> dict[str, list[dict]]:
     """The files of each set, each with its path, mode and what makes its content: ``template``
     (rendered with ``context`` over the task's variables) or ``json`` (a value, as to_nice_json).
 
     ``config``: into the release's config directory (the env file, the unit, the gates; a
     speculative release's baseline unit; the stand-in's profile in the sandbox). ``installed``:
-    the installed unit (a copy of the release's) and the on-failure hook.
+    the installed unit (a copy of the release's) and the on-failure hook (``hook_file``).
     """
     argv, baseline_argv = argv_pair(knobs, builders)
-    env = environment(knobs, str(knobs["vllm_service_standin_profile_path"]))
+    env = environment(knobs, standin_profile_path(knobs))
     templates = f"{knobs['specdeploy_toolkit_dir']}/templates"
     unit_context = {"vllm_service_argv": argv, "vllm_service_environment": env}
     unit = {"template": f"{templates}/vllm.service.j2", "context": unit_context}
@@ -187,17 +204,13 @@ def file_plan(knobs: Mapping[str, Any], builders: Mapping[str, Argv]) -> dict[st
     if knobs["specdeploy_server_standin"]:
         config.append(
             {
-                "path": knobs["vllm_service_standin_profile_path"],
+                "path": standin_profile_path(knobs),
                 "json": knobs["specdeploy_standin_profile"],
             }
         )
     installed = [
         {"path": knobs["vllm_service_unit_path"], **unit},
-        {
-            "path": knobs["vllm_service_on_failure_unit_path"],
-            "template": knobs["vllm_service_on_failure_template"],
-            "context": {},
-        },
+        hook_file(knobs),
     ]
     for entry in config + installed:
         entry["mode"] = "0644"

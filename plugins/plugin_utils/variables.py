@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleActionFail, AnsibleError
 
 UNSET = object()
 
@@ -53,3 +53,17 @@ def require_all(templar, names, who: str) -> dict:
     if missing:
         raise AnsibleError(f"{who}: undefined: {', '.join(missing)}")
     return values
+
+
+def task_args(args, who: str, options, choices=None) -> dict:
+    """A task's arguments to an action, checked: no option outside `options`, and each option
+    named in `choices` one of its values (the action then reads the rest from the variables)."""
+    unknown = sorted(set(args) - set(options))
+    if unknown:
+        raise AnsibleActionFail(f"{who}: unknown options {', '.join(unknown)}")
+    for name, allowed in (choices or {}).items():
+        if args.get(name) not in allowed:
+            raise AnsibleActionFail(
+                f"{who}: {name} must be one of {', '.join(allowed)}: {args.get(name)!r}"
+            )
+    return dict(args)

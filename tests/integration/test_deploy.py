@@ -300,8 +300,9 @@ def test_plan_says_what_a_deploy_would_do_and_changes_nothing(first, play, node)
     assert planned != release and planned.startswith("0.16.0-")
     assert f"would be built (serving now: {release})" in shown[2]
     recorded = node.manifest(release)["starts"][-1]["stop_to_ready_s"]
+    # half up, as an operator reads "about N s" (Python's round() makes 4.5 s "about 4 s")
     assert shown[3] == (
-        f"server restarts: yes; expected downtime: about {round(recorded)} s "
+        f"server restarts: yes; expected downtime: about {int(recorded + 0.5)} s "
         "(the last start of the serving release on this node)"
     )
     assert_unchanged(listing, node.listing())
