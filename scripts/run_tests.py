@@ -15,6 +15,7 @@ sessions. Exit code: 0 when every session passed, 1 otherwise, 2 interrupted.
 from __future__ import annotations
 
 import argparse
+import configparser
 import contextlib
 import json
 import os
@@ -65,11 +66,15 @@ ESTIMATE_S = {
     "test_sandbox": 50,
 }
 DURATIONS = LOGS / "durations.json"
-# CPU-seconds per session (its pytest process and everything it waited for, i.e. the
-# controller side; and its sandbox nodes' cgroups): on a shared 2-core machine the wall time
-# says how loaded the machine was, the CPU what the session itself costs.
+# CPU-seconds per session: its pytest process and everything it waited for (the controller
+# side and its sandbox nodes, whose supervisor it reaps), and the nodes' part from their
+# cgroups; on a shared 2-core machine the wall time says how loaded the machine was, the CPU
+# what the session itself costs.
 CPU = LOGS / "cpu.json"
 CGROUP = Path("/sys/fs/cgroup")
+# What the sessions' Ansible runs cost, a JSON line per run (tests/callback_plugins/census.py).
+CENSUS = LOGS / "census"
+CENSUS_PLUGINS = REPO / "tests" / "callback_plugins"
 STOP_GRACE_S = 120  # a session's own teardown (stopping its sandbox nodes) may take this long
 
 
@@ -140,6 +145,35 @@ def _cgroup_base() -> Path:
     return CGROUP if (CGROUP / "cgroup.controllers").exists() else CGROUP / "unified"
 
 
+def census_env(path: Path) -> dict[str, str]:
+    """The session's environment with the census callback on: ansible.cfg's own callbacks (read
+    from it, so the list lives there only) and census, writing to `path`."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(REPO / "ansible.cfg")
+    listed = parser.get("defaults", "callbacks_enabled", fallback="")
+    enabled = [c.strip() for c in listed.split(",")]
+    return dict(
+        os.environ,
+        ANSIBLE_CALLBACK_PLUGINS=str(CENSUS_PLUGINS),
+        ANSIBLE_CALLBACKS_ENABLED=",".join([*filter(None, enabled), "census"]),
+        SPECDEPLOY_CENSUS=str(path),
+    )
+
+
+def census_totals(path: Path) -> dict[str, float]:
+    """A session's Ansible runs added up: runs, host-tasks, skipped, venv builds, CPU-s."""
+    totals = {"runs": 0, "host_tasks": 0, "skipped": 0, "venv_builds": 0, "cpu_s": 0.0}
+    with contextlib.suppress(OSError):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                run = json.loads(line)
+                totals["runs"] += 1
+                for key in ("host_tasks", "skipped", "venv_builds", "cpu_s"):
+                    totals[key] += run[key]
+    totals["cpu_s"] = round(totals["cpu_s"], 1)
+    return totals
+
+
 def nodes_cpu_s(pid: int) -> float:
     """CPU-seconds the sandbox nodes of this session's instances have used so far (0 when
     none runs or the machine has no cgroup v2 CPU figures)."""
@@ -188,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="passed to every session")
     args = parser.parse_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
+    CENSUS.mkdir(exist_ok=True)
     chosen = [(n, [p]) for n, _, p in (s.partition("=") for s in args.session)]
     pending = [s for s in chosen or sessions() if s[0].startswith(args.only)]
     for name, _ in pending:
@@ -265,9 +300,12 @@ def run_sessions(
             handle = log.open("wb")
             # Its own process group: a Ctrl-C in the terminal reaches this runner only, which
             # then stops each session once and waits for its teardown.
+            census = CENSUS / f"{name}.jsonl"
+            census.unlink(missing_ok=True)
             proc = subprocess.Popen(
                 [*pytest, *paths],
                 cwd=REPO,
+                env=census_env(census),
                 stdout=handle,
                 stderr=handle,
                 start_new_session=True,
@@ -283,18 +321,24 @@ def run_sessions(
             if pid == 0:
                 continue
             proc.returncode = os.waitstatus_to_exitcode(status)
+            # the session's usage holds every process it waited for: the sandbox nodes too
+            # (their supervisor is its child), so their cgroup figure is a part of it
             cpu[name] = {
-                "controller_s": round(usage.ru_utime + usage.ru_stime, 1),
+                "total_s": round(usage.ru_utime + usage.ru_stime, 1),
                 "nodes_s": round(nodes_cpu.get(name, 0.0), 1),
+                "ansible": census_totals(CENSUS / f"{name}.jsonl"),
             }
             del running[name]
             text = log.read_text(errors="replace")
             match = SUMMARY.search(text.splitlines()[-1] if text.strip() else "")
             summary = match.group(1) if match else f"exit {proc.returncode}"
             results[name] = (proc.returncode, time.monotonic() - began, text)
+            runs = cpu[name]["ansible"]
             print(
                 f"tests: {name}: {summary} ({time.monotonic() - began:.0f} s; CPU "
-                f"{cpu[name]['controller_s']:.0f} s here, {cpu[name]['nodes_s']:.0f} s on nodes)",
+                f"{cpu[name]['total_s']:.0f} s, {cpu[name]['nodes_s']:.0f} s of it on nodes; "
+                f"{runs['runs']} Ansible runs, {runs['host_tasks']} host-tasks, "
+                f"{runs['venv_builds']} venv builds)",
                 flush=True,
             )
 
@@ -330,11 +374,21 @@ def report(
             ln[:600] for ln in results[name][2].splitlines() if ln.startswith(("FAILED ", "ERROR "))
         ]
         print(f"\n----- {name}: " + ("\n".join(lines) or "no FAILED/ERROR line (see above)"))
-    spent = sum(c["controller_s"] + c["nodes_s"] for c in cpu.values())
+    spent = sum(c["total_s"] for c in cpu.values())
+    ansible = {
+        key: round(sum(c["ansible"][key] for c in cpu.values()), 1)
+        for key in ("runs", "host_tasks", "skipped", "venv_builds", "cpu_s")
+    }
     print(
         f"\ntests: all sessions done in {time.monotonic() - start:.0f} s "
         f"({spent:.0f} CPU-s in the sessions); "
         f"failed sessions: {', '.join(failed_sessions) or 'none'}"
+    )
+    print(
+        f"tests: Ansible in the sessions: {ansible['runs']:.0f} runs, "
+        f"{ansible['host_tasks']:.0f} host-tasks ({ansible['skipped']:.0f} skipped), "
+        f"{ansible['venv_builds']:.0f} release venvs built from wheels, "
+        f"{ansible['cpu_s']:.0f} CPU-s on the controller side"
     )
     if LOWEST:
         print(
