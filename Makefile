@@ -59,7 +59,7 @@ lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check a
 collection: $(VENV)/.stamp ## build the collection tarball into build/ (ansible-galaxy collection install it)
 	$(BIN)/ansible-galaxy collection build --force --output-path build
 
-test: setup drafter-venv lint ## every test CI runs: lint, unit, patches on real wheels, sandbox integration
+test: setup drafter-venv ## every test CI runs: lint, unit, patches on real wheels, sandbox integration (in parallel sessions)
 	$(BIN)/python -m scripts.run_tests -- $(PYTEST_ARGS)
 
 test-faults: setup ## the fault-injection suite alone (part of make test; its groups in parallel)

@@ -1,9 +1,11 @@
 """Import each PATCHED vLLM for real on the CPU and run vLLM's own checks (issue 3, item 5).
 
 Per torch pin a venv is built once and cached (``<cache>/venvs/torch-<pin>``):
-``pip install vllm==<first version> torch==<pin>`` with all dependencies (about 8 minutes and
-10-11 GB each, measured on this 2-core machine). The other versions of the same pin are
-swapped in with ``pip install --no-deps <cached wheel>``.
+``uv pip install vllm==<first version> torch==<pin>`` with all dependencies (10 GB each). uv
+(requirements.lock), not pip: on a fresh machine, as CI's is every run, pip took about 490 s
+and 200 CPU-s per venv on this 2-core machine, uv 53 s and 93 CPU-s (the same 184 packages),
+bytecode compiled by both. The other versions of the same pin are swapped in with
+``uv pip install --no-deps --reinstall <cached wheel>``.
 
 The cached venv itself is never patched: the test builds an overlay directory whose ``vllm/``
 tree is symlinks to the installed files, lets ``specdeploy.node.patching.patches apply`` replace
@@ -55,6 +57,18 @@ def _log(msg: str) -> None:
     print(f"[import-real] {msg}", file=sys.stderr, flush=True)
 
 
+def uv_install(venv: Path) -> list[str]:
+    """uv's install command into this venv, quiet, compiling bytecode as pip does (the probes
+    run with PYTHONDONTWRITEBYTECODE: without it each would compile torch and vLLM again).
+    --native-tls: the machine's certificate store, which pip uses too."""
+    found = Path(sys.executable).with_name("uv")
+    uv = str(found) if found.is_file() else shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv not found beside this python or on PATH (requirements.lock pins it)")
+    python = str(venv / "bin" / "python")
+    return [uv, "pip", "install", "--python", python, "--native-tls", "--compile-bytecode", "-q"]
+
+
 def venv_dir(pin: str) -> Path:
     return wheels.cache_dir() / "venvs" / f"torch-{pin}"
 
@@ -76,23 +90,14 @@ def build_venv(pin: str) -> Path:
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", str(tmp)], check=True)
         proc = subprocess.run(
-            [
-                str(tmp / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "--no-cache-dir",
-                "-q",
-                f"vllm=={BUILD_WITH[pin]}",
-                f"torch=={pin}",
-            ],
+            [*uv_install(tmp), "--no-cache", f"vllm=={BUILD_WITH[pin]}", f"torch=={pin}"],
             capture_output=True,
             text=True,
             check=False,
             timeout=BUILD_TIMEOUT_S,
         )
         if proc.returncode != 0:
-            pytest.fail(f"pip install vllm=={BUILD_WITH[pin]} failed:\n{proc.stderr[-4000:]}")
+            pytest.fail(f"uv pip install vllm=={BUILD_WITH[pin]} failed:\n{proc.stderr[-4000:]}")
         tmp.rename(v)
         secs = time.monotonic() - t0
         ready.write_text(f"vllm=={BUILD_WITH[pin]} torch=={pin} seconds={secs:.0f}\n")
@@ -117,16 +122,7 @@ def ensure_version(venv: Path, version: str) -> Path:
     if installed_version(sp) != version:
         t0 = time.monotonic()
         proc = subprocess.run(
-            [
-                str(venv / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--force-reinstall",
-                str(wheels.fetch_wheel(version)),
-            ],
+            [*uv_install(venv), "--no-deps", "--reinstall", str(wheels.fetch_wheel(version))],
             capture_output=True,
             text=True,
             check=False,
@@ -137,7 +133,7 @@ def ensure_version(venv: Path, version: str) -> Path:
     # what every release venv gets besides vLLM (PyYAML, pyflakes for the verifier)
     req = REPO / "requirements-node.txt"
     proc = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(req)],
+        [*uv_install(venv), "-r", str(req)],
         capture_output=True,
         text=True,
         check=False,
