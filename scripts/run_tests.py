@@ -36,37 +36,35 @@ SUMMARY = re.compile(r"=+ (.*?(passed|failed|error).*?) in ([\d.]+)s")
 COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 
 
-# Seconds each session took on CI (2 cores, 4 sessions at a time; the fault groups: measured
-# alone, times 1.7). Sessions start longest first, so the longest do not start last; a run
-# records what it measured in build/test-logs/durations.json, which later runs order by.
+# Wall seconds of each session in ci38 (a fresh clone of ca266d5 on this 2-core machine, nothing
+# else running, empty caches as on CI: 2026-12-06 01:56-02:40 UTC, all 21 sessions in 2409 s).
+# Sessions start longest first, so the longest do not start last; a fresh clone (CI) has no
+# build/test-logs/durations.json, so there this order is the schedule; later runs order by what
+# they measured.
 ESTIMATE_S = {
-    # Wall seconds of a full CI-like run on a fresh clone of this 2-core machine, nothing else
-    # running (session 8, 2026-12-04 08:40-09:17; all 19 sessions in 2220 s). A fresh clone has
-    # no durations.json, so on CI this order is the schedule: longest first.
-    "patches": 1200,  # stop 30's CI: it builds two torch venvs from PyPI there (436 s cached)
-    "test_deploy": 950,
-    "test_engine_sglang": 900,  # 471 s for 3 of its 8 cases (the others failed early)
-    "test_live_traffic": 1100,  # ci12 (12-04 11:51): 1102 s for 5 scenarios
-    "test_live_traffic_fleet": 700,  # 4 nodes: a first deploy, then the staged one
-    "test_faults_first": 720,
-    "test_fleet": 690,
-    "test_speedup": 640,
-    "test_k_schedule": 630,
-    "test_faults_gates": 560,
-    # two nodes behind HAProxy, traffic during each fault (ci19, a loaded machine: 2052 s for 11
-    # cases; 13 now): the longest session, so it starts first
-    "test_faults_traffic": 2000,
-    "test_validate": 500,
-    "test_faults_build": 440,
-    "test_controller_wheelhouse": 400,
-    "unit": 400,
-    "test_schedule": 240,
-    "test_on_failure": 230,
-    "test_advise": 180,
-    "test_security": 145,
-    "test_provision": 110,
-    "test_sandbox": 50,
-    "lint": 80,  # ci39 here: ansible-lint 22 s, ansible-test sanity 29 s, the rest 2 s
+    "test_faults_traffic": 1371,  # two nodes behind HAProxy, traffic during each fault
+    "test_live_traffic": 959,
+    # 826 s in ci38, building its two torch venvs with pip; with uv they take about 110 s
+    "patches": 450,
+    "test_deploy": 692,
+    "test_engine_sglang": 644,
+    "test_faults_first": 624,
+    "test_k_schedule": 531,
+    "test_live_traffic_fleet": 510,  # 4 nodes: a first deploy, then the staged one
+    "test_speedup": 467,
+    "test_fleet": 457,
+    "unit": 425,
+    "test_faults_gates": 419,
+    "test_faults_build": 361,
+    "test_validate": 319,
+    "test_controller_wheelhouse": 300,
+    "test_on_failure": 218,
+    "test_schedule": 199,
+    "test_advise": 116,
+    "test_security": 95,
+    "lint": 80,  # measured here (session 20): ansible-lint 22 s, ansible-test sanity 29 s, the rest 2 s
+    "test_provision": 53,
+    "test_sandbox": 40,
 }
 # Sessions that are a command of their own, not pytest on paths.
 COMMANDS = {"lint": ["make", "--no-print-directory", "lint"]}
