@@ -62,7 +62,7 @@ ESTIMATE_S = {
     "test_schedule": 199,
     "test_advise": 116,
     "test_security": 95,
-    "lint": 80,  # measured here (session 20): ansible-lint 22 s, ansible-test sanity 29 s, the rest 2 s
+    "lint": 80,  # measured here: ansible-lint 22 s, ansible-test sanity 29 s, the rest 2 s
     "test_provision": 53,
     "test_sandbox": 40,
 }

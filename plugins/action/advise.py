@@ -24,9 +24,8 @@ from ansible.plugins.filter.core import to_json, to_nice_json
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import advise
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import run_check
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
-    UNSET,
-    resolve,
     resolve_all,
+    toolkit_dir,
 )
 
 
@@ -80,7 +79,7 @@ class ActionModule(ActionBase):
             advise.ADVISOR,
             *advise.advisor_args(knobs, directory, profile),
         ]
-        answer = run_check(argv, None, self._toolkit_dir())
+        answer = run_check(argv, None, toolkit_dir(self._templar))
         result.update(answer)
         result.update(
             cmd=argv,
@@ -89,11 +88,3 @@ class ActionModule(ActionBase):
             stderr_lines=answer["stderr"].splitlines(),
         )
         return result
-
-    def _toolkit_dir(self) -> str:
-        """Where the toolkit's package is (as controller_check's ``tool``): the knob
-        specdeploy_toolkit_dir, else this collection's root."""
-        value = resolve(self._templar, "specdeploy_toolkit_dir")
-        if value is not UNSET and value:
-            return os.path.realpath(str(value))
-        return str(Path(__file__).resolve().parents[2])

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -30,7 +29,7 @@ from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_chec
     run_check,
     run_once_per_input,
 )
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import UNSET, resolve
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import toolkit_dir
 
 
 class ActionModule(ActionBase):
@@ -46,7 +45,7 @@ class ActionModule(ActionBase):
         stdin = None if stdin is None else str(stdin)
         chdir = args.get("chdir")
         if chdir is None and "tool" in args:
-            chdir = self._toolkit_dir()
+            chdir = toolkit_dir(self._templar)
         chdir = None if chdir is None else str(chdir)
         try:
             once = boolean(args.get("once_per_input", True), strict=True)
@@ -100,11 +99,3 @@ class ActionModule(ActionBase):
         if not isinstance(argv, list) or not argv:
             raise AnsibleActionFail("controller_check: argv (or tool) must be a non-empty list")
         return [str(a) for a in argv]
-
-    def _toolkit_dir(self) -> str:
-        """Where the toolkit's package is: the knob specdeploy_toolkit_dir where the play has it,
-        else this collection's root (the repository, or the installed collection)."""
-        value = resolve(self._templar, "specdeploy_toolkit_dir")
-        if value is not UNSET and value:
-            return os.path.realpath(str(value))
-        return str(Path(__file__).resolve().parents[2])

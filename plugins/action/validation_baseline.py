@@ -18,12 +18,10 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.specdeploy.toolkit.plugins.filter.validation import baseline_choice
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils import validation_argv
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_checks import run_check
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.validation_report import (
-    toolkit_dir,
-)
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
     require_all,
     resolve_all,
+    toolkit_dir,
 )
 
 PLAN_TOOL = "specdeploy.controller.baseline_plan"

@@ -29,6 +29,7 @@ from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables impor
     resolve,
     resolve_all,
     task_args,
+    toolkit_dir,
 )
 
 STEPS = ("prepare", "report")
@@ -72,7 +73,7 @@ class ActionModule(ActionBase):
                 self._templar, vr.PATHS_KNOBS, "validation_report"
             ).items()
         }
-        chdir = vr.toolkit_dir(self._templar)
+        chdir = toolkit_dir(self._templar)
         targets = resolve(self._templar, "validate_targets")
         built = []
         for node in vr.nodes(None if targets is UNSET else targets):

@@ -22,6 +22,7 @@ from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.controller_chec
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import (
     require_all,
     task_args,
+    toolkit_dir,
 )
 
 
@@ -54,7 +55,7 @@ class ActionModule(ActionBase):
                 release=str(knobs["validation_release_id"]),
                 base_url=str(knobs["specdeploy_local_url"]),
             )
-            answer, _cached = run_once_per_input(argv, None, vr.toolkit_dir(self._templar))
+            answer, _cached = run_once_per_input(argv, None, toolkit_dir(self._templar))
             if answer["rc"] != 0:
                 result.update(
                     answer, failed=True, cmd=argv, msg=f"{vr.RESULT_TOOL}: exit {answer['rc']}"

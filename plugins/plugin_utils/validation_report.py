@@ -18,10 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-
-from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import UNSET, resolve
 
 RESULT_TOOL = "specdeploy.node.validation.result"
 REPORT_TOOL = "specdeploy.controller.report"
@@ -152,16 +149,6 @@ def gate_verdict(result: Mapping[str, Any], release: str, node: str) -> str:
     said = "failed a check or gate" if code == 1 else "could not measure"
     reasons = "; ".join(str(reason) for reason in result.get("reasons") or [])
     return f"validation of release {release} on {node} {said} (exit {code}): {reasons}"
-
-
-def toolkit_dir(templar) -> str:
-    """Where the toolkit's package is, for its tools' ``python -m``: the knob
-    specdeploy_toolkit_dir where the play has it, else this collection's root (as
-    specdeploy.toolkit.controller_check runs a ``tool``)."""
-    value = resolve(templar, "specdeploy_toolkit_dir")
-    if value is not UNSET and value:
-        return os.path.realpath(str(value))
-    return str(Path(__file__).resolve().parents[2])
 
 
 def nodes(targets: Sequence[Any] | None) -> list[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from ansible.errors import AnsibleActionFail, AnsibleError
 
 UNSET = object()
@@ -67,3 +70,13 @@ def task_args(args, who: str, options, choices=None) -> dict:
                 f"{who}: {name} must be one of {', '.join(allowed)}: {args.get(name)!r}"
             )
     return dict(args)
+
+
+def toolkit_dir(templar) -> str:
+    """Where the toolkit's package is, for its tools' ``python -m`` on the controller: the knob
+    specdeploy_toolkit_dir where the play has it, else this collection's root (the repository,
+    or the installed collection)."""
+    value = resolve(templar, "specdeploy_toolkit_dir")
+    if value is not UNSET and value:
+        return os.path.realpath(str(value))
+    return str(Path(__file__).resolve().parents[2])

@@ -249,3 +249,16 @@ def test_start_progress_takes_the_release_s_python_and_toolkit_and_the_knobs() -
     given = {"unit": "other", "since": 5, "root": "/x", "python": "/p", "toolkit": "/t",
              "timeout_s": 1}  # fmt: skip
     assert action._options(given) == given
+
+
+def test_the_controller_tools_run_from_the_toolkit_knob_or_this_collection(tmp_path) -> None:
+    """controller_check, advise and validation_report run `python -m specdeploy...` from here."""
+    from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.variables import toolkit_dir
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    given = FakeTemplar({"specdeploy_toolkit_dir": str(tmp_path / "link")})
+    assert toolkit_dir(given) == str(tmp_path / "real")
+    root = Path(toolkit_dir(FakeTemplar({})))
+    assert (root / "galaxy.yml").is_file() and (root / "specdeploy" / "controller").is_dir()
+    assert toolkit_dir(FakeTemplar({"specdeploy_toolkit_dir": ""})) == str(root)
