@@ -25,6 +25,7 @@ import pytest
 import yaml
 from test_deploy_support import REPO, ROOT, Deploy, stage_models
 from testbed.sandbox import balancer
+from testbed.sandbox.config import GROUP_VARS
 
 from specdeploy.controller import drain
 
@@ -39,9 +40,9 @@ SPECULATIVE = {
 # With the client traffic and four nodes on a loaded 2-core CI machine, one 1 s window per level
 # measured the same stand-in 21% apart between two releases (ci41: a last-stage node failed the
 # sandbox's 20%): the sandbox's gates, with a looser comparison.
-SANDBOX_GATES = yaml.safe_load(
-    (REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml").read_text(encoding="utf-8")
-)["specdeploy_gates"]
+SANDBOX_GATES = yaml.safe_load((GROUP_VARS / "gpu_nodes.yml").read_text(encoding="utf-8"))[
+    "specdeploy_gates"
+]
 FAST = {
     "rollback_settle_s": 3,
     "specdeploy_start_timeout_s": 60,
