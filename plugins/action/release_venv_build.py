@@ -4,8 +4,9 @@ One task instead of five (each task costs the controller CPU time per host), and
 arguments come from the node's knobs in Python (plugins/plugin_utils/release_venv_build.py), not
 from Jinja in the role. The steps run as the tasks they replace ran, in the same order, with the
 task's become and check mode: specdeploy.toolkit.release_venv links the venv from an earlier
-release of the same vLLM; where none was linked ansible.builtin.pip installs the toolkit's
-node-side needs and the pinned engine, and release_venv records which wheel the venv came from;
+release of the same vLLM; where none was linked specdeploy.toolkit.release_venv_install installs
+the toolkit's node-side needs and the pinned engine (by uv, or pip where uv is not to hand), and
+release_venv records which wheel the venv came from;
 last specdeploy.toolkit.release_bytecode compiles the venv's bytecode. The first step that fails
 ends the task with that step's own result (its msg, stdout and stderr).
 """
@@ -46,10 +47,9 @@ class ActionModule(ActionBase):
             plan.append(
                 ("link", "specdeploy.toolkit.release_venv", steps.venv_args(knobs, "linked"))
             )
-        plan += [
-            ("toolkit_needs", "ansible.builtin.pip", steps.needs_pip_args(knobs)),
-            ("engine", "ansible.builtin.pip", steps.engine_pip_args(knobs)),
-        ]
+        plan.append(
+            ("install", "specdeploy.toolkit.release_venv_install", steps.install_args(knobs))
+        )
         if vllm:
             plan.append(
                 ("record", "specdeploy.toolkit.release_venv", steps.venv_args(knobs, "recorded"))
@@ -57,19 +57,25 @@ class ActionModule(ActionBase):
         plan.append(("bytecode", "specdeploy.toolkit.release_bytecode", steps.bytecode_args(knobs)))
         changed: dict[str, bool] = {}
         linked = False
+        installer = note = ""
         for step, module, args in plan:
-            if linked and step in ("toolkit_needs", "engine", "record"):
+            if linked and step in ("install", "record"):
                 continue  # the venv came whole from the earlier release
             answer = self._execute_module(module_name=module, module_args=args, task_vars=task_vars)
             if answer.get("failed") or answer.get("unreachable"):
                 return {**answer, "step": step, "steps": changed}
             changed[step] = bool(answer.get("changed"))
+            if step == "install":
+                installer = answer.get("installer", "")
+                note = answer.get("installer_note", "")
             linked = linked or (step == "link" and changed[step])
+        how = " (linked from an earlier release)" if linked else f" (by {installer})"
         result.update(
             changed=any(changed.values()),
             linked=linked,
             steps=changed,
-            msg=f"{release['package']} in {release['venv_dir']}"
-            + (" (linked from an earlier release)" if linked else ""),
+            installer=installer,
+            msg=f"{release['package']} in {release['venv_dir']}{how}"
+            + (f"; pip, not uv: {note}" if note else ""),
         )
         return result

@@ -15,15 +15,18 @@ description:
   - Links the venv from an earlier release of the same vLLM with M(specdeploy.toolkit.release_venv)
     (a vLLM release only; an SGLang release's venv is never linked).
   - Where none was linked, installs the toolkit's node-side needs (C(requirements-node.txt) of
-    the release's toolkit, C(--no-deps), making the venv with C(specdeploy_python -m venv)) and
-    then the release's engine package (C(specdeploy_release.package); C(--no-deps) where
-    C(specdeploy_vllm_install_dependencies) is false) with M(ansible.builtin.pip), offline from
-    C(specdeploy_node_wheelhouse) where it is set, and records which wheel the venv came from
+    the release's toolkit, C(--no-deps), making the venv from C(specdeploy_python)) and then the
+    release's engine package (C(specdeploy_release.package); C(--no-deps) where
+    C(specdeploy_vllm_install_dependencies) is false) with
+    M(specdeploy.toolkit.release_venv_install) (uv, or pip where C(specdeploy_venv_installer) is
+    pip or the node's wheelhouse has no uv wheel), offline from C(specdeploy_node_wheelhouse)
+    where it is set, and records which wheel the venv came from
     (M(specdeploy.toolkit.release_venv), O(specdeploy.toolkit.release_venv#module:state=recorded),
     a vLLM release only).
   - Last, compiles the venv's bytecode with M(specdeploy.toolkit.release_bytecode).
   - Takes no options; it reads C(specdeploy_root), C(specdeploy_release), C(specdeploy_python),
-    C(specdeploy_node_wheelhouse) and C(specdeploy_vllm_install_dependencies).
+    C(specdeploy_node_wheelhouse), C(specdeploy_vllm_install_dependencies) and
+    C(specdeploy_venv_installer).
   - The first step that fails ends the task with that step's result.
 version_added: 0.1.0
 author: specdeploy maintainers (!UNKNOWN)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from specdeploy.controller import wheelhouse
 from specdeploy.node.module_utils.specdeploy_fsio import atomic_write, sha256_file
+from specdeploy.node.module_utils.venv_installer import UV_REQUIREMENT, UV_VERSION
 
 # pip download names every wheel it resolved, new or already in the directory, in these lines.
 PIP_WHEEL_LINE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")
@@ -31,7 +32,7 @@ PIP_WHEEL_LINE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<pa
 
 def fill_key(vllm_version: str, dependencies: bool, python: str, machine: str, glibc: str) -> str:
     deps = "deps" if dependencies else "nodeps"
-    return f"vllm-{vllm_version}-{deps}-cp{python}-{machine}-glibc{glibc}"
+    return f"vllm-{vllm_version}-{deps}-cp{python}-{machine}-glibc{glibc}-uv{UV_VERSION}"
 
 
 def read_record(record: Path, directory: Path) -> dict[str, str] | None:
@@ -94,8 +95,10 @@ def fill(
         return {"changed": False, "dir": str(directory), "record": key, "wheels": known}
     directory.mkdir(parents=True, exist_ok=True)
     platform = wheelhouse.platform_args(python, machine, glibc)
-    # The toolkit's own pins go without dependencies, as the node installs them.
-    names = pip_download(directory, wheelhouse.node_requirements(), platform, deps=False)
+    # The toolkit's own pins go without dependencies, as the node installs them; uv installs
+    # the node's release venvs (specdeploy_venv_installer).
+    needs = [*wheelhouse.node_requirements(), UV_REQUIREMENT]
+    names = pip_download(directory, needs, platform, deps=False)
     names |= pip_download(directory, [f"vllm=={vllm_version}"], platform, deps=dependencies)
     if not any(name.lower().startswith(f"vllm-{vllm_version}-") for name in names):
         raise RuntimeError(f"pip download resolved no vllm-{vllm_version} wheel ({sorted(names)})")

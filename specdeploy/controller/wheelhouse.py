@@ -17,6 +17,7 @@ import yaml
 
 from specdeploy.controller import wheels
 from specdeploy.node.module_utils import progress_line
+from specdeploy.node.module_utils.venv_installer import UV_REQUIREMENT
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX_VARS = REPO / "inventory" / "sandbox-group_vars" / "gpu_nodes.yml"
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for requirement in [
             *node_needs,
+            UV_REQUIREMENT,  # the nodes' venv installer (specdeploy_venv_installer)
             *(f"vllm=={v}" for v in args.vllm or sandbox_vllm_versions()),
             *(f"sglang=={v}" for v in SANDBOX_SGLANG),
         ]:

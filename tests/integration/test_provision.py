@@ -346,18 +346,21 @@ def build_repo(out: Path) -> Path:
     home = tempfile.mkdtemp(prefix="gnupg-", dir=out)
     os.chmod(home, 0o700)
     gpg = ["gpg", "--homedir", home, "--batch", "--yes", "--passphrase", ""]
-    subprocess.run(
-        [*gpg, "--quick-gen-key", "specdeploy test repo", "ed25519", "sign", "never"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [*gpg, "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")],
-        check=True,
-        capture_output=True,
-    )
-    key = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True).stdout
-    (repo / "key.asc").write_bytes(key)
+    try:
+        subprocess.run(
+            [*gpg, "--quick-gen-key", "specdeploy test repo", "ed25519", "sign", "never"],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [*gpg, "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")],
+            check=True,
+            capture_output=True,
+        )
+        exported = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True)
+    finally:  # gpg started an agent for this homedir: it would outlive the test session
+        subprocess.run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], check=False)
+    (repo / "key.asc").write_bytes(exported.stdout)
     return repo
 
 

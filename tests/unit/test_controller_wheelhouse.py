@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from specdeploy.node.module_utils.venv_installer import UV_VERSION
 
 from specdeploy.controller import controller_wheelhouse, wheelhouse
 
@@ -53,6 +54,7 @@ def index(tmp_path, monkeypatch) -> Path:
         name, version = requirement.split("==")
         build_wheel(links, name, version)
     build_wheel(links, "vllm", "0.16.0")
+    build_wheel(links, "uv", UV_VERSION)
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(links))
     monkeypatch.delenv("PIP_INDEX_URL", raising=False)
@@ -78,6 +80,7 @@ def test_a_fill_downloads_vllm_and_the_pins_and_a_repeat_touches_no_network(inde
     names = sorted(result["wheels"])
     assert any(n.startswith("vllm-0.16.0-") for n in names)
     assert any(n.lower().startswith("pyyaml-") for n in names)
+    assert any(n.startswith(f"uv-{UV_VERSION}-") for n in names)  # the nodes' venv installer
     for name, digest in result["wheels"].items():
         assert hashlib.sha256((target / name).read_bytes()).hexdigest() == digest
 

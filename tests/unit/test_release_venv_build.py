@@ -1,10 +1,8 @@
 """The release venv's build steps (plugins/plugin_utils/release_venv_build.py) and their order in
-the action specdeploy.toolkit.release_venv_build: the module arguments are those the five tasks
-of roles/vllm_release/tasks/build.yml gave, and a linked venv installs nothing."""
+the action specdeploy.toolkit.release_venv_build: the install step's arguments come from the
+knobs, and a linked venv installs nothing."""
 
 from __future__ import annotations
-
-import shlex
 
 import pytest
 from ansible_collections.specdeploy.toolkit.plugins.action.release_venv_build import ActionModule
@@ -26,36 +24,26 @@ def knobs(**changes) -> dict:
         "specdeploy_python": "/usr/bin/python3",
         "specdeploy_node_wheelhouse": "/opt/s/wheelhouse",
         "specdeploy_vllm_install_dependencies": True,
+        "specdeploy_venv_installer": "uv",
     } | changes
 
 
-def test_pip_installs_offline_from_the_wheelhouse_or_from_the_index_without_one() -> None:
-    needs = steps.needs_pip_args(knobs())
-    assert needs == {
+def test_the_install_step_gets_the_release_the_wheelhouse_and_the_installer_knob() -> None:
+    assert steps.install_args(knobs()) == {
+        "venv": "/opt/s/releases/0.16.0-abc/venv",
+        "python": "/usr/bin/python3",
         "requirements": "/opt/s/releases/0.16.0-abc/toolkit/requirements-node.txt",
-        "virtualenv": "/opt/s/releases/0.16.0-abc/venv",
-        "virtualenv_command": "/usr/bin/python3 -m venv",
-        "extra_args": "--disable-pip-version-check --no-compile --no-deps"
-        " --no-index --find-links /opt/s/wheelhouse",
+        "package": "vllm==0.16.0",
+        "no_deps": False,
+        "wheelhouse": "/opt/s/wheelhouse",
+        "installer": "uv",
+        "tools_dir": "/opt/s/tools",
     }
-    engine = steps.engine_pip_args(knobs(specdeploy_node_wheelhouse=""))
-    assert engine == {
-        "name": "vllm==0.16.0",
-        "virtualenv": "/opt/s/releases/0.16.0-abc/venv",
-        "extra_args": "--disable-pip-version-check --no-compile",
-    }
-
-
-def test_the_engine_goes_without_its_dependencies_only_where_the_knob_says_so() -> None:
-    with_deps = shlex.split(steps.engine_pip_args(knobs())["extra_args"])
-    without = shlex.split(
-        steps.engine_pip_args(knobs(specdeploy_vllm_install_dependencies=False))["extra_args"]
-    )
-    assert "--no-deps" not in with_deps
-    assert without == [
-        "--disable-pip-version-check", "--no-compile", "--no-deps",
-        "--no-index", "--find-links", "/opt/s/wheelhouse",
-    ]  # fmt: skip
+    sandbox = steps.install_args(
+        knobs(specdeploy_vllm_install_dependencies=False, specdeploy_node_wheelhouse="",
+              specdeploy_venv_installer="pip")
+    )  # fmt: skip
+    assert (sandbox["no_deps"], sandbox["wheelhouse"], sandbox["installer"]) == (True, "", "pip")
 
 
 def test_link_and_record_name_the_same_release_and_wheelhouse() -> None:
@@ -102,17 +90,17 @@ def called(action: FakeAction) -> list[str]:
 
 
 def test_a_venv_without_a_donor_is_installed_recorded_and_compiled() -> None:
-    action = FakeAction({"ansible.builtin.pip#3": {"changed": True}})
+    installed = {"changed": True, "installer": "pip", "installer_note": "no wheelhouse to take uv"}
+    action = FakeAction({"specdeploy.toolkit.release_venv_install#2": installed})
     result = action._build({}, knobs(), {})
     assert called(action) == [
-        "release_venv/linked", "pip", "pip", "release_venv/recorded", "release_bytecode",
+        "release_venv/linked", "release_venv_install", "release_venv/recorded", "release_bytecode",
     ]  # fmt: skip
-    assert action.calls[1][1] == steps.needs_pip_args(knobs())
-    assert action.calls[2][1] == steps.engine_pip_args(knobs())
+    assert action.calls[1][1] == steps.install_args(knobs())
     assert result["changed"] is True and result["linked"] is False
-    assert result["steps"] == {
-        "link": False, "toolkit_needs": False, "engine": True, "record": False, "bytecode": False,
-    }  # fmt: skip
+    assert result["steps"] == {"link": False, "install": True, "record": False, "bytecode": False}
+    assert result["installer"] == "pip"
+    assert result["msg"].endswith("(by pip); pip, not uv: no wheelhouse to take uv")
 
 
 def test_a_linked_venv_installs_nothing_and_is_still_compiled() -> None:
@@ -126,15 +114,15 @@ def test_an_sglang_release_is_installed_never_linked_nor_recorded() -> None:
     release = dict(RELEASE, engine="sglang", package="sglang==0.5.0")
     action = FakeAction({})
     result = action._build({}, knobs(specdeploy_release=release), {})
-    assert called(action) == ["pip", "pip", "release_bytecode"]
-    assert action.calls[1][1]["name"] == "sglang==0.5.0"
+    assert called(action) == ["release_venv_install", "release_bytecode"]
+    assert action.calls[0][1]["package"] == "sglang==0.5.0"
     assert result["changed"] is False
 
 
 def test_the_first_failed_step_ends_the_task_with_its_own_result() -> None:
     failed = {"failed": True, "msg": "No space left on device", "stderr": "OSError"}
-    action = FakeAction({"ansible.builtin.pip#3": failed})
+    action = FakeAction({"specdeploy.toolkit.release_venv_install#2": failed})
     result = action._build({}, knobs(), {})
-    assert called(action) == ["release_venv/linked", "pip", "pip"]  # nothing after it
+    assert called(action) == ["release_venv/linked", "release_venv_install"]  # nothing after it
     assert result["failed"] is True and result["msg"] == "No space left on device"
-    assert result["stderr"] == "OSError" and result["step"] == "engine"
+    assert result["stderr"] == "OSError" and result["step"] == "install"
