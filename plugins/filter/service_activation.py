@@ -41,9 +41,12 @@ def downtime_window(
     }
 
 
-def engine_backends(engine_log: Mapping[str, Any]) -> list:
-    """The attention backends in the engine log reader's JSON (its registered stdout); not JSON
-    is an error, as Jinja's from_json had it."""
+def engine_backends(progress: Mapping[str, Any] | None, engine_log: Mapping[str, Any]) -> list:
+    """The attention backends the engine chose: from the followed start (start_progress reads
+    them with the phases), else, for a release whose toolkit predates that, from the engine log
+    reader's JSON (its registered stdout; not JSON is an error, as Jinja's from_json had it)."""
+    if progress and isinstance(progress.get("backends"), list):
+        return progress["backends"]
     said = json.loads(str(engine_log.get("stdout") or ""))
     return said.get("backends", []) if isinstance(said, Mapping) else []
 
@@ -60,7 +63,7 @@ def start_entry(
     return {
         "action": action,
         "stop_to_ready_s": round(float(now) - float(restart_started), 1),
-        "backends": engine_backends(engine_log),
+        "backends": engine_backends(progress, engine_log),
         "window": progress.get("window"),
         "engine": progress.get("engine", {}),
     }

@@ -17,6 +17,7 @@ from ansible_collections.specdeploy.toolkit.plugins.filter import (
     status,
     steady,
 )
+from ansible_collections.specdeploy.toolkit.plugins.filter.compile_cache import compile_cache_items
 
 
 def slurped(manifest: dict) -> dict:
@@ -385,3 +386,27 @@ def test_the_rollout_summary_counts_the_serving_nodes_and_says_the_k_schedule() 
         == "k schedule by running requests: off (no speculation)"
     )
     assert rollout.rollout_summary(["n2"], hostvars) == []  # none serves: nothing to say
+
+
+def test_the_compile_cache_layout_is_one_files_run_with_the_marker_last() -> None:
+    release = {
+        "cache_dir": "/var/cache/s/compile/fp1",
+        "cache_marker": "/var/cache/s/compile/fp1/.complete",
+        "fingerprint": "fp1",
+        "vllm_version": "0.16.0",
+        "series_sha256": "ab",
+        "speculative_config": {"method": "eagle3", "num_speculative_tokens": 3},
+    }
+    items = compile_cache_items(release, ["vllm", "triton"], "vllm", "vllm")
+    assert [i["path"] for i in items] == [
+        "/var/cache/s/compile", "/var/cache/s/compile/fp1", "/var/cache/s/compile/fp1/vllm",
+        "/var/cache/s/compile/fp1/triton", "/var/cache/s/compile/fp1/.complete",
+    ]  # fmt: skip
+    assert all(i["owner"] == "vllm" and i["mode"] == "0750" for i in items[:-1])
+    marker = items[-1]
+    assert "owner" not in marker and marker["mode"] == "0644"  # root's, as before
+    assert json.loads(marker["content"]) == {
+        "fingerprint": "fp1", "vllm_version": "0.16.0", "series_sha256": "ab",
+        "speculative_config": {"method": "eagle3", "num_speculative_tokens": 3},
+    }  # fmt: skip
+    assert marker["content"].startswith('{\n    "fingerprint": "fp1",')  # to_nice_json's text

@@ -153,6 +153,27 @@ def test_the_cli_prints_json_and_refuses_a_missing_journal(tmp_path, cold_log, c
     assert "cannot read the journal" in capsys.readouterr().err
 
 
+def test_the_ready_state_names_the_backends_engine_log_reads_from_the_same_log(
+    tmp_path, cold_log, capsys
+):
+    """The deploy takes the attention backends from the followed start (no second journal
+    read): the same list `engine_log --json` gives for the recorded vLLM log."""
+    journal = tmp_path / "journal.txt"
+    journal.write_text(journal_of(cold_log))
+    args = ["--unit", "vllm", "--since", "0", "--root", str(tmp_path), "--json"]
+    assert start_progress.main([*args, "--journal-file", str(journal)]) == 0
+    state = json.loads(capsys.readouterr().out)
+    log = tmp_path / "engine.log"
+    log.write_text(cold_log)
+    assert engine_log.main([str(log), "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)["backends"]
+
+    def choices(backends: list[dict]) -> list[dict]:  # "line" counts from the text each read
+        return [{k: v for k, v in b.items() if k != "line"} for b in backends]
+
+    assert expected and choices(state["backends"]) == choices(expected)
+
+
 def test_the_standin_logs_the_phases_in_vllms_words():
     """The CI stand-in goes through the same phases, recognized by the same patterns."""
     with Standin(profile={"startup_delay_s": 0.4}, wait=False) as server:

@@ -208,7 +208,15 @@ def test_the_start_entry_and_the_backends_of_the_engine_log() -> None:
     bare = service_activation.start_entry({}, {"stdout": "{}"}, "deploy", "100", 101)
     assert (bare["backends"], bare["window"], bare["engine"]) == ([], None, {})
     with pytest.raises(ValueError):  # not JSON: an error, as from_json had it
-        service_activation.engine_backends({"stdout": ""})
+        service_activation.engine_backends({}, {"stdout": ""})
+
+
+def test_the_followed_start_gives_the_backends_and_the_journal_is_not_read_again() -> None:
+    progress = {"backends": [{"name": "FLASHMLA"}], "window": None}
+    skipped = {"skipped": True, "changed": False}  # started.yml's read, skipped
+    assert service_activation.engine_backends(progress, skipped) == [{"name": "FLASHMLA"}]
+    entry = service_activation.start_entry(progress, skipped, "rollback", 10, 12)
+    assert entry["backends"] == [{"name": "FLASHMLA"}]
 
 
 def test_the_hook_needs_only_the_service_name_and_the_toolkit() -> None:

@@ -165,7 +165,7 @@ def read_state(
     events, percent = engine_log.parse_phases(entries)
     phase = events[-1].phase if events else "start"
     began = events[0].at if events else since
-    engine = engine_log.parse("\n".join(message for _, message in entries)).startup
+    parsed = engine_log.parse("\n".join(message for _, message in entries))
     state: dict[str, Any] = {
         "phase": phase,
         "title": engine_log.PHASE_TITLES[phase],
@@ -181,7 +181,10 @@ def read_state(
             for e in events
         ],
         "window": engine_log.downtime_window(events),
-        "engine": engine,
+        "engine": parsed.startup,
+        # the attention backends the engine chose (what `engine_log --json` says), so that the
+        # deploy needs no second read of the journal once the start is ready
+        "backends": parsed.to_dict()["backends"],
     }
     state["ended"] = not state["ready"] and state["unit"] in ("failed", "inactive")
     # systemd may restart a failing server several times: its own start's lines then hold
