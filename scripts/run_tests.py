@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 LOGS = REPO / "build" / "test-logs"
@@ -164,18 +165,36 @@ def census_env(path: Path) -> dict[str, str]:
     )
 
 
-def census_totals(path: Path) -> dict[str, float]:
-    """A session's Ansible runs added up: runs, host-tasks, skipped, venv builds, CPU-s."""
-    totals = {"runs": 0, "host_tasks": 0, "skipped": 0, "venv_builds": 0, "cpu_s": 0.0}
+def census_totals(path: Path) -> dict[str, Any]:
+    """A session's Ansible runs added up: runs, host-tasks, skipped, venv builds, CPU-s, and the
+    host-tasks that ran by module (``actions``)."""
+    totals: dict[str, Any] = {"runs": 0, "host_tasks": 0, "skipped": 0, "venv_builds": 0}
+    totals["cpu_s"] = 0.0
+    actions: dict[str, int] = {}
     with contextlib.suppress(OSError):
         for line in path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, TypeError, KeyError):
+            with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
                 run = json.loads(line)
+                counted = {key: run[key] for key in ("host_tasks", "skipped", "venv_builds")}
+                counted["cpu_s"] = run["cpu_s"]
+                ran = {str(k): int(v) for k, v in run.get("actions", {}).items()}
                 totals["runs"] += 1
-                for key in ("host_tasks", "skipped", "venv_builds", "cpu_s"):
-                    totals[key] += run[key]
+                for key, value in counted.items():
+                    totals[key] += value
+                for action, count in ran.items():
+                    actions[action] = actions.get(action, 0) + count
     totals["cpu_s"] = round(totals["cpu_s"], 1)
+    totals["actions"] = actions
     return totals
+
+
+def top_actions(cpu: dict[str, dict[str, Any]], count: int = 12) -> list[tuple[str, int]]:
+    """The modules that ran most often over every session (the host-tasks to merge next)."""
+    merged: dict[str, int] = {}
+    for session in cpu.values():
+        for action, n in session["ansible"].get("actions", {}).items():
+            merged[action] = merged.get(action, 0) + n
+    return sorted(merged.items(), key=lambda item: (-item[1], item[0]))[:count]
 
 
 def nodes_cpu_s(pid: int) -> float:
@@ -237,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             (FAULT_RESULTS / f"{name.removeprefix('test_faults_')}.json").unlink(missing_ok=True)
     running: dict[str, tuple[subprocess.Popen[bytes], float, Path]] = {}
     results: dict[str, tuple[int, float, str]] = {}
-    cpu: dict[str, dict[str, float]] = {}
+    cpu: dict[str, dict[str, Any]] = {}
     start = time.monotonic()
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args]
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -290,7 +309,7 @@ def run_sessions(
     results: dict[str, tuple[int, float, str]],
     pytest: list[str],
     jobs: int,
-    cpu: dict[str, dict[str, float]],
+    cpu: dict[str, dict[str, Any]],
 ) -> None:
     nodes_cpu: dict[str, float] = {}
     started = last_headroom = time.monotonic()
@@ -352,7 +371,7 @@ def run_sessions(
 
 
 def report(
-    results: dict[str, tuple[int, float, str]], start: float, cpu: dict[str, dict[str, float]]
+    results: dict[str, tuple[int, float, str]], start: float, cpu: dict[str, dict[str, Any]]
 ) -> int:
     measured: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):
@@ -398,6 +417,9 @@ def report(
         f"{ansible['venv_builds']:.0f} release venvs built from wheels, "
         f"{ansible['cpu_s']:.0f} CPU-s on the controller side"
     )
+    ran = top_actions(cpu)
+    if ran:
+        print("tests: the host-tasks that ran most: " + ", ".join(f"{a} {n}" for a, n in ran))
     if LOWEST:
         print(
             "tests: lowest free during the run: "

@@ -5,9 +5,10 @@ sessions give the machine. Most of that work is Ansible runs: each host-task cos
 a fork, an SSH channel and its result handling, and the node a module run. scripts/run_tests.py
 enables this plugin for its sessions (ANSIBLE_CALLBACK_PLUGINS, ANSIBLE_CALLBACKS_ENABLED) and
 points SPECDEPLOY_CENSUS at a file per session; each run appends one JSON line: the playbook,
-its host-tasks (by outcome), the release venvs it built from wheels (not linked from an earlier
-release: the costliest single step of a first deploy), its wall and its CPU (the
-ansible-playbook process and every process it waited for: workers, SSH clients). The runner adds
+its host-tasks (by outcome, and those that ran by module: where the next cut is), the release
+venvs it built from wheels (not linked from an earlier release: the costliest single step of a
+first deploy), its wall and its CPU (the ansible-playbook process and every process it waited
+for: workers, SSH clients). The runner adds
 them up per session. Without SPECDEPLOY_CENSUS the plugin writes nothing.
 
 A test bed tool, not part of the collection: an operator's run reports its task times through
@@ -59,12 +60,16 @@ class CallbackModule(CallbackBase):
         self._playbook = ""
         self._counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0, "unreachable": 0}
         self._venv_builds = 0
+        self._actions: dict[str, int] = {}  # host-tasks that ran (not skipped), by module
 
     def v2_playbook_on_start(self, playbook) -> None:
         self._playbook = Path(playbook._file_name).name
 
     def _count(self, outcome: str, result) -> None:
         self._counts[outcome] += 1
+        if outcome != "skipped":
+            action = result._task.action
+            self._actions[action] = self._actions.get(action, 0) + 1
         answer = result._result
         if outcome == "ok" and answer.get("changed"):
             self._counts["changed"] += 1
@@ -92,6 +97,7 @@ class CallbackModule(CallbackBase):
             "host_tasks": sum(counts[k] for k in ("ok", "failed", "skipped", "unreachable")),
             **counts,
             "venv_builds": self._venv_builds,
+            "actions": self._actions,
             "wall_s": round(time.monotonic() - self._began, 2),
             "cpu_s": round(cpu_seconds(), 2),
         }

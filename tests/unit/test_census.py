@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripts.run_tests import census_env, census_totals
+from scripts.run_tests import census_env, census_totals, top_actions
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -60,11 +60,15 @@ def test_each_run_appends_its_host_tasks_and_the_runner_adds_them_up(tmp_path: P
     assert first["playbook"] == "play.yml"
     assert (first["host_tasks"], first["ok"], first["skipped"], first["changed"]) == (6, 4, 2, 2)
     assert second["host_tasks"] == 3 and first["cpu_s"] > 0 and first["venv_builds"] == 0
+    assert first["actions"] == {"ansible.builtin.command": 4}  # what ran; the skipped debug not
     with census.open("a") as handle:
         handle.write("not json\n")  # a run killed mid-line (SIGKILL) leaves such a line
     totals = census_totals(census)
     assert (totals["runs"], totals["host_tasks"], totals["skipped"]) == (2, 9, 3)
     assert totals["cpu_s"] == round(first["cpu_s"] + second["cpu_s"], 1)
+    assert totals["actions"] == {"ansible.builtin.command": 6}
+    sessions = {"a": {"ansible": totals}, "b": {"ansible": {"actions": {"x.y.files": 9}}}}
+    assert top_actions(sessions) == [("x.y.files", 9), ("ansible.builtin.command", 6)]
 
 
 def test_a_run_outside_the_runner_writes_nothing(tmp_path: Path) -> None:
