@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 
 import pytest
@@ -100,8 +101,13 @@ def test_sglang_release_serves_and_passes_sglangs_own_gates(chain, sglang_releas
     assert "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit
     # the release's venv carries the real sglang wheel, and no vLLM
     venv = f"/opt/specdeploy/releases/{sglang_release}/venv"
-    show = node.sh(f"sudo -n {venv}/bin/python -m pip list --format=json")
-    names = {p["name"].lower(): p["version"] for p in json.loads(show)}
+    # (the venv's own Python lists what is installed: a venv uv made has no pip in it)
+    listing = (
+        "import json, importlib.metadata as m; "
+        "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
+    )
+    show = node.sh(f"sudo -n {venv}/bin/python -c {shlex.quote(listing)}")
+    names = json.loads(show)
     assert names.get("sglang") == "0.5.15" and "vllm" not in names, names
     # gates judged on SGLang's counters, in vLLM's definition; per position unavailable
     res = chain.result(sglang_release)
