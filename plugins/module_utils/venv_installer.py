@@ -15,6 +15,7 @@ their dependencies, then the engine package with or without its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -169,4 +170,9 @@ def install(
             changed = changed or installed_something(installer, output)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+        # uv's lock of the venv is world-writable (0666): no file under the release root may be
+        # (test_security's audit); uv makes it again whenever it next works on the venv
+        if installer == "uv":
+            with contextlib.suppress(OSError):
+                (venv / ".lock").unlink()
     return {"changed": changed, "installer": installer, "installer_note": note}

@@ -140,6 +140,8 @@ def test_a_real_install_offline_then_a_repeat_changes_nothing(
     assert subprocess.run(probe, capture_output=True, text=True).stdout.strip() == "4.1.0"
     assert not list(venv.glob("lib/python3*/site-packages/pyflakes/__pycache__"))  # not compiled
     assert not vi.uv_cache(venv).exists()  # nothing of the venv shared with a cache
+    writable = [p for p in venv.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o002]
+    assert writable == []  # nothing in a release venv that any user may write (uv's .lock was)
     assert vi.install(**args)["changed"] is False
     assert vi.install(**args, check=True)["changed"] is False
 
