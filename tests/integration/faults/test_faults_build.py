@@ -38,13 +38,28 @@ def test_patch_target_drifted_is_refused_before_the_switch(node, ids):
         "for w in /srv/wheelhouse/*.whl; do case $w in */vllm-*) ;; "
         "*) sudo -n ln -sf $w . ;; esac; done && sudo -n cp /srv/wheelhouse/vllm-0.16.0-*.whl . && "
         "sudo -n python3 - <<'EOF'\n"
-        "import glob, zipfile\n"
+        # A rebuilt wheel, not a second zip entry of the same name: which of two entries lands
+        # is the installer's choice (pip took the later one, uv's parallel unpack either).
+        # RECORD names the new hash; the entries are stored, not compressed again (seconds).
+        "import base64, glob, hashlib, os, zipfile\n"
         "wheel = glob.glob('vllm-0.16.0-*.whl')[0]\n"
-        "with zipfile.ZipFile(wheel) as z:\n"
-        "    text = z.read('vllm/config/speculative.py').decode()\n"
-        "import warnings; warnings.simplefilter('ignore')\n"
-        "with zipfile.ZipFile(wheel, 'a') as z:  # a later entry of the same name wins on install\n"
-        "    z.writestr('vllm/config/speculative.py', text + '\\n# local hotfix by hand\\n')\n"
+        "target = 'vllm/config/speculative.py'\n"
+        "src = zipfile.ZipFile(wheel)\n"
+        "text = src.read(target) + b'\\n# local hotfix by hand\\n'\n"
+        "digest = base64.urlsafe_b64encode(hashlib.sha256(text).digest()).rstrip(b'=').decode()\n"
+        "with zipfile.ZipFile(wheel + '.new', 'w', zipfile.ZIP_STORED) as out:\n"
+        "    for info in src.infolist():\n"
+        "        data = src.read(info)\n"
+        "        if info.filename == target:\n"
+        "            data = text\n"
+        "        elif info.filename.endswith('.dist-info/RECORD'):\n"
+        "            rows = data.decode().splitlines()\n"
+        "            new_row = f'{target},sha256={digest},{len(text)}'\n"
+        "            rows = [new_row if r.startswith(target + ',') else r for r in rows]\n"
+        "            data = ('\\n'.join(rows) + '\\n').encode()\n"
+        "        info.compress_type = zipfile.ZIP_STORED\n"
+        "        out.writestr(info, data)\n"
+        "os.replace(wheel + '.new', wheel)\n"
         "EOF",
         timeout=300,
     )
