@@ -123,6 +123,21 @@ def label(installer: str, command: list[str]) -> str:
     return f"{installer} {verb} {command[-1]}"
 
 
+# uv's lines that say what it did, not what went wrong
+UV_PROGRESS = ("Using Python", "Resolved ", "Prepared ", "Installed ", "Audited ", "Uninstalled ")
+
+
+def why(output: str) -> str:
+    """A failed install in one line: the installer's last line first (uv's deepest "Caused by",
+    pip's ERROR: the root cause, e.g. "No space left on device"), then the lines before it."""
+    lines = [line.strip() for line in output.strip().splitlines()]
+    lines = [line for line in lines if line and not line.startswith(UV_PROGRESS)][-15:]
+    if not lines:
+        return "no output"
+    cause = lines[-1].removeprefix("Caused by:").strip()
+    return cause + (f" ({' '.join(lines[:-1])})" if len(lines) > 1 else "")
+
+
 def installed_something(installer: str, output: str) -> bool:
     """Whether an install command changed the venv (its own summary line says so)."""
     marker = "Installed " if installer == "uv" else "Successfully installed "
@@ -163,10 +178,9 @@ def install(
         ):
             done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
             output = done.stdout + done.stderr
-            if done.returncode != 0:  # what failed, then the installer's own last lines
-                tail = " ".join(output.strip().splitlines()[-15:])
+            if done.returncode != 0:
                 failed = f"{label(installer, command)} failed (exit {done.returncode})"
-                raise InstallError(f"{failed}: {tail}")
+                raise InstallError(f"{failed}: {why(output)}")
             changed = changed or installed_something(installer, output)
     finally:
         shutil.rmtree(cache, ignore_errors=True)

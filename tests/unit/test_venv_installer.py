@@ -157,3 +157,22 @@ def test_a_failed_install_names_the_command_and_its_output(tmp_path: Path) -> No
             venv=tmp_path / "venv", requirements=str(requirements), package="nosuchpkg==9",
             no_deps=True, wheelhouse=str(SANDBOX_WHEELHOUSE),
         )  # fmt: skip
+
+
+def test_a_failed_install_says_its_root_cause_first() -> None:
+    """uv's output on a full disk (its shape as the disk-full fault recorded it): the line
+    that names the cause leads, uv's progress lines are left out."""
+    uv = (
+        "Using Python 3.11.2 environment at: /opt/s/releases/r/venv\n"
+        "Resolved 1 package in 0.72ms\n"
+        "error: Failed to download `vllm==0.16.0`\n"
+        "  Caused by: Failed to extract archive: vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl\n"
+        "  Caused by: No space left on device (os error 28)\n"
+    )
+    assert vi.why(uv) == (
+        "No space left on device (os error 28) (error: Failed to download `vllm==0.16.0` Caused"
+        " by: Failed to extract archive: vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl)"
+    )
+    pip = "Processing ./vllm.whl\nERROR: Could not install packages due to an OSError: [Errno 28]"
+    assert vi.why(pip).startswith("ERROR: Could not install packages due to an OSError")
+    assert vi.why("") == "no output"
