@@ -128,13 +128,13 @@ UV_PROGRESS = ("Using Python", "Resolved ", "Prepared ", "Installed ", "Audited 
 
 
 def why(output: str) -> str:
-    """A failed install in one line: the installer's last line first (uv's deepest "Caused by",
+    """A failed install in one line: the installer's last line first (uv's deepest "cause:",
     pip's ERROR: the root cause, e.g. "No space left on device"), then the lines before it."""
     lines = [line.strip() for line in output.strip().splitlines()]
     lines = [line for line in lines if line and not line.startswith(UV_PROGRESS)][-15:]
     if not lines:
         return "no output"
-    cause = lines[-1].removeprefix("Caused by:").strip()
+    cause = lines[-1].removeprefix("cause:").strip()
     return cause + (f" ({' '.join(lines[:-1])})" if len(lines) > 1 else "")
 
 

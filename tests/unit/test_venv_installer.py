@@ -160,18 +160,20 @@ def test_a_failed_install_names_the_command_and_its_output(tmp_path: Path) -> No
 
 
 def test_a_failed_install_says_its_root_cause_first() -> None:
-    """uv's output on a full disk (its shape as the disk-full fault recorded it): the line
-    that names the cause leads, uv's progress lines are left out."""
+    """uv 0.13.9's output on a full disk, in the shape the disk-full fault recorded ("error:",
+    then indented "cause:" lines, the deepest last): the cause leads, uv's progress lines go."""
     uv = (
         "Using Python 3.11.2 environment at: /opt/s/releases/r/venv\n"
         "Resolved 1 package in 0.72ms\n"
         "error: Failed to download `vllm==0.16.0`\n"
-        "  Caused by: Failed to extract archive: vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl\n"
-        "  Caused by: No space left on device (os error 28)\n"
+        "  cause: Failed to extract archive: vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl\n"
+        "  cause: failed to write to file `/opt/s/releases/r/.uv-cache/x.py`: No space left on"
+        " device (os error 28)\n"
     )
     assert vi.why(uv) == (
-        "No space left on device (os error 28) (error: Failed to download `vllm==0.16.0` Caused"
-        " by: Failed to extract archive: vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl)"
+        "failed to write to file `/opt/s/releases/r/.uv-cache/x.py`: No space left on device"
+        " (os error 28) (error: Failed to download `vllm==0.16.0` cause: Failed to extract"
+        " archive: vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl)"
     )
     pip = "Processing ./vllm.whl\nERROR: Could not install packages due to an OSError: [Errno 28]"
     assert vi.why(pip).startswith("ERROR: Could not install packages due to an OSError")

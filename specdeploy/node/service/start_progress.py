@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def read_state(
         "engine": parsed.startup,
         # the attention backends the engine chose (what `engine_log --json` says), so that the
         # deploy needs no second read of the journal once the start is ready
-        "backends": parsed.to_dict()["backends"],
+        "backends": [asdict(choice) for choice in parsed.backends],
     }
     state["ended"] = not state["ready"] and state["unit"] in ("failed", "inactive")
     # systemd may restart a failing server several times: its own start's lines then hold
