@@ -335,7 +335,8 @@ def run_sessions(
                 start_new_session=True,
             )
             running[name] = (proc, time.monotonic(), log)
-            print(f"tests: started {name}", flush=True)
+            # the offsets give the run's timeline: where the cores idled (a lone last session)
+            print(f"tests: started {name} at +{time.monotonic() - started:.0f} s", flush=True)
         time.sleep(1)
         for name, (proc, began, log) in list(running.items()):
             # the nodes' counter goes with their cgroup at the session's teardown: keep the
@@ -365,7 +366,7 @@ def run_sessions(
                 f"tests: {name}: {summary} ({time.monotonic() - began:.0f} s; CPU "
                 f"{cpu[name]['total_s']:.0f} s, {cpu[name]['nodes_s']:.0f} s of it on nodes; "
                 f"{runs['runs']} Ansible runs, {runs['host_tasks']} host-tasks, "
-                f"{runs['venv_builds']} venv builds)",
+                f"{runs['venv_builds']} venv builds; ended at +{time.monotonic() - started:.0f} s)",
                 flush=True,
             )
 
