@@ -59,7 +59,10 @@ lint: $(VENV)/.stamp ## ansible-lint (production), yamllint strict, ruff check a
 collection: $(VENV)/.stamp ## build the collection tarball into build/ (ansible-galaxy collection install it)
 	$(BIN)/ansible-galaxy collection build --force --output-path build
 
-test: setup drafter-venv ## every test CI runs: lint, unit, patches on real wheels, sandbox integration (in parallel sessions)
+# The set-up steps run in parallel: on a fresh machine (CI's every run) the apt packages, the venv
+# with the downloads after it, and the drafter's torch venv each wait on the network.
+test: ## every test CI runs: lint, unit, patches on real wheels, sandbox integration (in parallel sessions)
+	@$(MAKE) --no-print-directory -j4 --output-sync=target setup drafter-venv
 	$(BIN)/python -m scripts.run_tests -- $(PYTEST_ARGS)
 
 test-faults: setup ## the fault-injection suite alone (part of make test; its groups in parallel)

@@ -37,39 +37,48 @@ SUMMARY = re.compile(r"=+ (.*?(passed|failed|error).*?) in ([\d.]+)s")
 COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 
 
-# Wall seconds of each session in ci38 (a fresh clone of ca266d5 on this 2-core machine, nothing
-# else running, empty caches as on CI: 2026-12-06 01:56-02:40 UTC, all 21 sessions in 2409 s).
-# Sessions start longest first, so the longest do not start last; a fresh clone (CI) has no
-# build/test-logs/durations.json, so there this order is the schedule; later runs order by what
-# they measured.
+# Wall seconds of each session in ci46 (a fresh clone of 439005c on this 2-core machine, nothing
+# else running, the torch venvs and uv's cache removed: 2026-12-06 08:22-08:54 UTC, all 22 sessions
+# in 1923 s). Sessions start longest first, so the longest do not start last; a fresh clone (CI)
+# has no build/test-logs/durations.json, so there this order is the schedule; later runs order by
+# what they measured. The root file system's build goes first whatever its estimate (with_rootfs).
 ESTIMATE_S = {
-    "test_faults_traffic": 1371,  # two nodes behind HAProxy, traffic during each fault
-    "test_live_traffic": 959,
     # First on a fresh machine: its 20 GB of downloads wait on the network, not the CPU, so they
-    # overlap the others' work (ci42 started it 1,340 s in, with an estimate of 450; it took 599 s)
+    # overlap the others' work (it builds two torch venvs from an empty cache on CI)
     "patches": 1400,
-    "test_deploy": 692,
-    "test_engine_sglang": 644,
-    "test_faults_first": 624,
-    "test_k_schedule": 531,
-    "test_live_traffic_fleet": 510,  # 4 nodes: a first deploy, then the staged one
-    "test_speedup": 467,
-    "test_fleet": 457,
-    "unit": 425,
-    "test_faults_gates": 419,
-    "test_faults_build": 361,
-    "test_validate": 319,
-    "test_controller_wheelhouse": 300,
-    "test_on_failure": 218,
-    "test_schedule": 199,
-    "test_advise": 116,
-    "test_security": 95,
-    "lint": 80,  # measured here: ansible-lint 22 s, ansible-test sanity 29 s, the rest 2 s
-    "test_provision": 53,
-    "test_sandbox": 40,
+    "test_faults_traffic": 1102,  # two nodes behind HAProxy, traffic during each fault
+    "test_live_traffic": 762,
+    "test_deploy": 543,
+    "test_k_schedule": 480,
+    "test_faults_first": 425,
+    "unit": 418,
+    "test_faults_gates": 417,
+    "test_speedup": 410,
+    "test_engine_sglang": 404,
+    "test_fleet": 385,
+    "test_live_traffic_fleet": 336,  # 4 nodes: a first deploy, then the staged one
+    "test_faults_build": 297,
+    "test_validate": 297,
+    "test_controller_wheelhouse": 219,
+    "test_on_failure": 195,
+    "test_schedule": 155,
+    "test_security": 108,
+    "test_advise": 95,
+    "lint": 81,  # ansible-lint, ansible-test sanity, yamllint, ruff
+    "test_provision": 67,
+    "test_sandbox": 44,
 }
 # Sessions that are a command of their own, not pytest on paths.
-COMMANDS = {"lint": ["make", "--no-print-directory", "lint"]}
+COMMANDS = {
+    "lint": ["make", "--no-print-directory", "lint"],
+    # The sandbox nodes' root file system, built once per cache (debootstrap: 2-3 minutes of
+    # downloads on a fresh machine, which CI is on every run). Built first, beside the sessions
+    # that boot no node, instead of inside the first node sessions, which would each hold a
+    # slot waiting on its lock while the cores idle. Cached: about a second.
+    "rootfs": [sys.executable, "-m", "testbed.sandbox", "build"],
+}
+# The sessions that boot no sandbox node: the only ones started while the root file system builds.
+NODELESS = {"patches", "unit", "lint", "rootfs"}
 DURATIONS = LOGS / "durations.json"
 # CPU-seconds per session: its pytest process and everything it waited for (the controller
 # side and its sandbox nodes, whose supervisor it reaps), and the nodes' part from their
@@ -227,7 +236,28 @@ def sessions() -> list[tuple[str, list[str]]]:
     measured: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):
         measured = json.loads(DURATIONS.read_text())
-    return sorted(found, key=lambda s: -measured.get(s[0], ESTIMATE_S.get(s[0], 600)))
+    ordered = sorted(found, key=lambda s: -measured.get(s[0], ESTIMATE_S.get(s[0], 600)))
+    return with_rootfs(ordered)
+
+
+def with_rootfs(chosen: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """The root file system's build first when any chosen session boots nodes."""
+    if all(name in NODELESS for name, _ in chosen):
+        return chosen
+    return [("rootfs", []), *[s for s in chosen if s[0] != "rootfs"]]
+
+
+def next_session(
+    pending: list[tuple[str, list[str]]], running: dict[str, Any]
+) -> tuple[str, list[str]] | None:
+    """The first pending session that may start now: while the root file system is still to be
+    built, only those that boot no node (a failed build lets the node sessions start: each then
+    says why it has no node, and a passing retry of the download is theirs)."""
+    rootfs_built = "rootfs" not in running and all(name != "rootfs" for name, _ in pending)
+    for index, (name, _paths) in enumerate(pending):
+        if rootfs_built or name in NODELESS:
+            return pending.pop(index)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     CENSUS.mkdir(exist_ok=True)
     chosen = [(n, [p]) for n, _, p in (s.partition("=") for s in args.session)]
-    pending = [s for s in chosen or sessions() if s[0].startswith(args.only)]
+    pending = with_rootfs([s for s in chosen or sessions() if s[0].startswith(args.only)])
     for name, _ in pending:
         # docs/faults.md is rendered from the groups' files: a group that runs now starts
         # without its old rows (a case that fails now shows as not observed, not as before)
@@ -319,7 +349,10 @@ def run_sessions(
             note_headroom(started)
             last_headroom = time.monotonic()
         while pending and len(running) < jobs:
-            name, paths = pending.pop(0)
+            picked = next_session(pending, running)
+            if picked is None:  # node sessions, waiting for the root file system
+                break
+            name, paths = picked
             log = LOGS / f"{name}.log"
             handle = log.open("wb")
             # Its own process group: a Ctrl-C in the terminal reaches this runner only, which

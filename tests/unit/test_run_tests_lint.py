@@ -36,3 +36,37 @@ def test_a_failing_lint_fails_the_run(
     monkeypatch.setattr(run_tests, "COMMANDS", {"lint": command})
     assert run_tests.main(["--only", "lint"]) == exit_code
     assert (logs / "lint.log").is_file()
+
+
+def test_the_root_file_system_builds_first_beside_the_nodeless_sessions() -> None:
+    names = [name for name, _paths in run_tests.sessions()]
+    assert names[0] == "rootfs" and names.count("rootfs") == 1
+    assert run_tests.with_rootfs([("unit", []), ("lint", [])]) == [("unit", []), ("lint", [])]
+
+
+def test_node_sessions_wait_for_the_root_file_system_and_the_others_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = tmp_path / "rootfs-built"
+    early = tmp_path / "lint-ran-before-the-build-ended"
+    logs = tmp_path / "logs"
+    monkeypatch.setattr(run_tests, "LOGS", logs)
+    monkeypatch.setattr(run_tests, "CENSUS", logs / "census")
+    monkeypatch.setattr(run_tests, "DURATIONS", logs / "durations.json")
+    monkeypatch.setattr(run_tests, "CPU", logs / "cpu.json")
+    monkeypatch.setattr(
+        run_tests,
+        "COMMANDS",
+        {
+            "rootfs": ["sh", "-c", f"sleep 3; touch {built}"],
+            "lint": ["sh", "-c", f"test ! -e {built} && touch {early}"],
+        },
+    )
+    node_test = tmp_path / "test_needs_nodes.py"
+    node_test.write_text(
+        f"from pathlib import Path\n\ndef test_built():\n    assert Path({str(built)!r}).exists()\n"
+    )
+    argv = ["--session", f"test_needs_nodes={node_test}", "--session", "lint="]
+    assert run_tests.main(argv) == 0
+    assert early.exists(), "the lint waited for the root file system"
+    assert (logs / "rootfs.log").is_file()
