@@ -45,6 +45,11 @@ def _said(result: Mapping[str, Any]) -> list[str]:
     else:
         said = list(result.get("stdout_lines") or [])[-2:]
     lines = [str(result.get("msg") or ""), *said, *list(result.get("stderr_lines") or [])[-2:]]
+    # unarchive's msg says only "failed to unpack"; the archiver's own words (tar: "x: Cannot
+    # open: Read-only file system") are in its extract_results, first, before tar's summary line
+    extract = result.get("extract_results")
+    archiver = str(extract.get("err") or "") if isinstance(extract, Mapping) else ""
+    lines += [ln for ln in archiver.splitlines() if "Exiting with failure status" not in ln][:2]
     kept: list[str] = []
     for line in (str(x).strip() for x in lines):
         if not line or line == "non-zero return code" or any(p.search(line) for p in NOISE):

@@ -107,6 +107,14 @@ def test_the_fleet_line_says_when_every_node_serves_one_release_and_when_not() -
          "system: '/r/x' / (and 1 more items failed)"),
         ({"msg": "One or more items failed", "results": [{"failed": True}]},
          "Gate: One or more items failed"),
+        # unarchive (recorded: a read-only destination): the cause is tar's, in extract_results
+        ({"msg": "failed to unpack /t/source to /r/toolkit", "changed": False,
+          "extract_results": {"rc": 2, "out": "", "cmd": ["/usr/bin/tar", "--extract"],
+                              "err": "/usr/bin/tar: a.txt: Cannot open: Read-only file system\n"
+                                     "/usr/bin/tar: Exiting with failure status due to previous "
+                                     "errors\n"}},
+         "Gate: failed to unpack /t/source to /r/toolkit / /usr/bin/tar: a.txt: Cannot open: "
+         "Read-only file system"),
     ],
 )  # fmt: skip
 def test_a_failure_reason_keeps_what_says_why(result: dict, expected: str) -> None:
