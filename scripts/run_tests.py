@@ -262,10 +262,9 @@ def next_session(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    # Five at a time on CI's two cores: with four, the cores idled 7-9% of ci46 and ci47 (vmstat)
-    # while sessions waited on the wall clock (readiness polls, traffic and measurement windows,
-    # systemd's restart limits); the tests that measure time held beside a second suite (8).
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", "5")))
+    # Four at a time on CI's two cores. Five (ci48) filled the 7-9% the cores idled with four, but
+    # each session then took 20-25% more CPU (more system time, more polling): a slower run.
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", "4")))
     parser.add_argument(
         "--only", default="", help="only sessions whose name starts with this (e.g. test_faults)"
     )
