@@ -8,7 +8,7 @@ worker never changes. Python's recipe for processes that fork without exec (the 
 documentation of gc.freeze) is to freeze the collector's objects right before the fork; the
 child then collects only what it makes itself. The parent unfreezes them right after, so its
 own collections are as before. Measured on a sandbox node (docs/test-time.md, session 22): the
-workers' CPU of a first deploy about 10.4 -> 8.9 s, of a no-op deploy 2.3 -> 2.0 s.
+workers' CPU of a first deploy about 9.3 -> 8.5 s, of a no-op deploy 2.3 -> 2.0 s (paired runs).
 """
 
 from __future__ import annotations
