@@ -31,15 +31,9 @@ APT_PACKAGES := debootstrap systemd-container openssh-client iproute2 procps psm
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-# uv (pinned in the lock) installs the lock, which holds every package (hence --no-deps): on a
-# fresh machine, CI's every run, pip took about a minute of one core for it. --native-tls: the
-# machine's certificate store, as pip's. The bytecode now, on both cores, as pip did: left to the
-# first imports, the test sessions that start together each compiled the same modules (ci48).
 $(VENV)/.stamp: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check "$$(grep -m1 '^uv==' requirements.lock)"
-	$(BIN)/uv pip install -q --native-tls --python $(BIN)/python --no-deps --compile-bytecode \
-	  -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
 	# The toolkit itself, editable: its commands (spec-check, gpu-doctor, ...) land in $(BIN).
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
