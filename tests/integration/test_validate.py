@@ -166,8 +166,17 @@ def env(sandbox, tmp_path_factory):
     e.spec_extra = {"specdeploy_standin_profile": profile("pass")}
     e.original_profile = e.ssh("sudo cat /opt/specdeploy/current/config/standin-profile.json")
     # make validate's baseline from the history, as on a real node (the sandbox's group_vars
-    # turn it off: under CI load an older figure drifts; this one is minutes old)
-    e.first = e.validate({"validation_repeats": 3, "validation_baseline_from_history": True})
+    # turn it off: under CI load an older figure drifts; this one is minutes old). The
+    # regression check's tolerance is wider here: this run's tok/s, a minute after the deploy's
+    # (the release's first validated run), measured 10.8% lower on CI's loaded 2 cores (stop 41);
+    # the regression check itself is the low-acceptance case's, on a figure that load does not move.
+    e.first = e.validate(
+        {
+            "validation_repeats": 3,
+            "validation_baseline_from_history": True,
+            "validation_regression_tolerance": 0.5,
+        }
+    )
     e.setup_s = time.monotonic() - t0
     yield e
     e.ssh(
