@@ -58,9 +58,12 @@ class ActionModule(ActionBase):
         changed: dict[str, bool] = {}
         linked = False
         installer = note = ""
+        wheel = ""
         for step, module, args in plan:
             if linked and step in ("install", "record"):
                 continue  # the venv came whole from the earlier release
+            if step == "record" and wheel:
+                args = {**args, "wheel": wheel}  # the link step read the whole wheel already
             answer = self._execute_module(module_name=module, module_args=args, task_vars=task_vars)
             if answer.get("failed") or answer.get("unreachable"):
                 return {**answer, "step": step, "steps": changed}
@@ -69,6 +72,7 @@ class ActionModule(ActionBase):
                 installer = answer.get("installer", "")
                 note = answer.get("installer_note", "")
             linked = linked or (step == "link" and changed[step])
+            wheel = wheel or str(answer.get("wheel") or "")
         how = " (linked from an earlier release)" if linked else f" (by {installer})"
         result.update(
             changed=any(changed.values()),

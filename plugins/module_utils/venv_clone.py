@@ -26,6 +26,8 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ DONOR_STATUSES = ("verified", "active", "inactive")
 SCRIPT_MAX_BYTES = 64 * 1024
 # In a release venv: which vLLM wheel(s) it was installed from (wheel_digest).
 WHEEL_MARKER = "specdeploy-vllm-wheel.sha256"
+HASH_BLOCK_BYTES = 1 << 20
 
 
 class CloneError(Exception):
@@ -42,10 +45,15 @@ class CloneError(Exception):
 
 
 def file_sha256(path: Path) -> str | None:
+    # in blocks: the vLLM wheel is 0.5 GB, read whole it cost that much memory and its page faults
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(HASH_BLOCK_BYTES), b""):
+                digest.update(block)
     except OSError:
         return None
+    return digest.hexdigest()
 
 
 def python_version(venv: Path) -> str | None:
@@ -97,9 +105,11 @@ def find_donor(
     vllm_version: str,
     python: str,
     requirements_sha256: str | None,
-    wheel: str,
+    wheel: Callable[[], str],
 ) -> tuple[str, Path] | None:
-    """The newest finished release with the same vLLM wheel, Python and node requirements."""
+    """The newest finished release with the same vLLM wheel, Python and node requirements.
+    ``wheel()`` gives the digest of the wheel the release would install; it is called only when
+    a release gets as far as that comparison (it reads the whole wheel)."""
     candidates = []
     for manifest_path in releases_dir.glob("*/manifest.json"):
         rid = manifest_path.parent.name
@@ -117,7 +127,7 @@ def find_donor(
         venv = manifest_path.parent / "venv"
         if python_version(venv) != python or not has_vllm(venv, vllm_version):
             continue
-        if recorded_wheel(venv) != wheel.strip():
+        if recorded_wheel(venv) != wheel().strip():
             continue
         donor_requirements = manifest_path.parent / "toolkit" / "requirements-node.txt"
         if file_sha256(donor_requirements) != requirements_sha256:
@@ -181,13 +191,16 @@ def clone_from_earlier_release(
         return {"changed": False, "donor": "", "reason": "the venv has its vLLM already"}
     if target.exists():
         return {"changed": False, "donor": "", "reason": "a venv is being built there"}
-    wheel = wheel_digest(wheelhouse, vllm_version)
+    wheel = lru_cache(maxsize=None)(lambda: wheel_digest(wheelhouse, vllm_version))
     found = find_donor(
         releases_dir, release_id, vllm_version, python, file_sha256(requirements), wheel
     )
+    # the digest, when the search took it: the record step after an install reuses it
+    taken = {"wheel": wheel()} if wheel.cache_info().currsize else {}
     if found is None:
-        return {"changed": False, "donor": "", "reason": "no finished release of this vLLM wheel"}
+        reason = "no finished release of this vLLM wheel"
+        return {"changed": False, "donor": "", "reason": reason, **taken}
     rid, venv = found
     if check:
-        return {"changed": True, "donor": rid, "rewritten": 0}
-    return {"changed": True, "donor": rid, "rewritten": clone_venv(venv, target)}
+        return {"changed": True, "donor": rid, "rewritten": 0, **taken}
+    return {"changed": True, "donor": rid, "rewritten": clone_venv(venv, target), **taken}

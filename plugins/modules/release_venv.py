@@ -46,6 +46,12 @@ options:
     description: The directory vLLM is installed from (pip --find-links); empty for an index.
     type: str
     default: ""
+  wheel:
+    description:
+      - With I(state=recorded), the digest to record, as the C(linked) step returned it in
+        C(wheel) (that step has just read the same wheelhouse); empty to take it again.
+    type: str
+    default: ""
   state:
     description:
       - C(linked) links the venv from a donor when there is one.
@@ -93,6 +99,12 @@ rewritten:
   description: Files written anew because they name the venv's path.
   type: int
   returned: when linked
+wheel:
+  description:
+    - The digest of the wheel(s) the release installs (sha256 and name per line), when this
+      step took it (a finished release of the same vLLM and Python was there to compare with).
+  type: str
+  returned: when taken
 """
 
 from pathlib import Path
@@ -117,6 +129,7 @@ def main() -> None:
             "python": {"type": "path", "required": True},
             "requirements": {"type": "path", "required": True},
             "wheelhouse": {"type": "str", "default": ""},
+            "wheel": {"type": "str", "default": ""},
             "state": {"type": "str", "choices": ["linked", "recorded"], "default": "linked"},
         },
         supports_check_mode=True,
@@ -124,7 +137,8 @@ def main() -> None:
     p = module.params
     if p["state"] == "recorded":
         venv = Path(p["root"]) / "releases" / p["release_id"] / "venv"
-        digest = wheel_digest(p["wheelhouse"], p["vllm_version"])
+        # the link step's digest of the same wheelhouse, a moment ago, when it took one
+        digest = p["wheel"] or wheel_digest(p["wheelhouse"], p["vllm_version"])
         try:
             changed = record_wheel(venv, digest, check=module.check_mode)
         except OSError as exc:

@@ -126,3 +126,18 @@ def test_the_first_failed_step_ends_the_task_with_its_own_result() -> None:
     assert called(action) == ["release_venv/linked", "release_venv_install"]  # nothing after it
     assert result["failed"] is True and result["msg"] == "No space left on device"
     assert result["stderr"] == "OSError" and result["step"] == "install"
+
+
+def test_the_record_step_reuses_the_wheel_digest_the_link_step_took() -> None:
+    """The vLLM wheel is 0.5 GB: the build reads it once, not once per step."""
+    digest = "ab12  vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl"
+    link = {"changed": False, "reason": "no finished release of this vLLM wheel", "wheel": digest}
+    action = FakeAction({"specdeploy.toolkit.release_venv/linked": link})
+    action._build({}, knobs(), {})
+    record = next(a for m, a in action.calls if a.get("state") == "recorded")
+    assert record["wheel"] == digest
+    # no digest from the link step (no release to compare with): the record step takes it
+    action = FakeAction({})
+    action._build({}, knobs(), {})
+    record = next(a for m, a in action.calls if a.get("state") == "recorded")
+    assert "wheel" not in record

@@ -4,6 +4,7 @@ role makes them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -72,6 +73,7 @@ def test_a_new_release_of_the_same_vllm_gets_the_venv_by_links_and_its_own_paths
         "changed": True,
         "donor": "0.16.0-old",
         "rewritten": 0,
+        "wheel": "index vllm==0.16.0",  # taken for the comparison: the record step reuses it
     }
     assert not (new / "venv").exists()  # check mode changes nothing
     result = clone(tmp_path, "0.16.0-new")
@@ -163,3 +165,28 @@ def test_the_record_is_written_once(tmp_path):
     assert venv_clone.record_wheel(venv, digest) is False  # the same: unchanged
     assert venv_clone.record_wheel(venv, "other", check=True) is True
     assert venv_clone.recorded_wheel(venv) == digest  # check mode wrote nothing
+
+
+def test_the_wheel_is_read_only_when_a_release_is_there_to_compare_with(tmp_path, monkeypatch):
+    """A node's first release has no donor: the link step does not read the 0.5 GB wheel (the
+    record step after the install does, once)."""
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    (house / "vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl").write_bytes(b"wheel")
+    new_release(tmp_path, "new")
+    reads: list[Path] = []
+    real = venv_clone.file_sha256
+    monkeypatch.setattr(venv_clone, "file_sha256", lambda p: reads.append(p) or real(p))
+    result = clone(tmp_path, "new", wheelhouse=str(house))
+    assert result["changed"] is False and "wheel" not in result
+    assert all(p.suffix != ".whl" for p in reads), reads
+
+
+def test_the_wheel_digest_is_the_sha256_of_the_whole_file_read_in_blocks(tmp_path):
+    wheel = tmp_path / "vllm-0.16.0-py3-none-any.whl"
+    data = os.urandom(venv_clone.HASH_BLOCK_BYTES * 2 + 12345)
+    wheel.write_bytes(data)
+    assert venv_clone.wheel_digest(str(tmp_path), "0.16.0") == (
+        f"{hashlib.sha256(data).hexdigest()}  {wheel.name}"
+    )
+    assert venv_clone.file_sha256(tmp_path / "absent.whl") is None
