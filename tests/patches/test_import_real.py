@@ -99,6 +99,10 @@ def build_venv(pin: str) -> Path:
             text=True,
             check=False,
             timeout=BUILD_TIMEOUT_S,
+            # The other pin's build may be downloading a wheel both need (cuDNN, 700 MB): waiting
+            # for its lock is part of this build, not a hang. uv's own limit is 300 s, which ci51
+            # hit on a slow network (all four real-import cases errored).
+            env=dict(os.environ, UV_LOCK_TIMEOUT=str(BUILD_TIMEOUT_S)),
         )
         if proc.returncode != 0:
             pytest.fail(f"uv pip install vllm=={BUILD_WITH[pin]} failed:\n{proc.stderr[-4000:]}")
