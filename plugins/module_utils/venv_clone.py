@@ -21,7 +21,6 @@ would install. A venv without the record (built before it existed) is no donor.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -31,13 +30,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .specdeploy_fsio import sha256_file
+
 # Statuses of a release whose venv is complete (built and verified at least once).
 DONOR_STATUSES = ("verified", "active", "inactive")
 # Files under bin/ larger than this are programs, not scripts that name the venv.
 SCRIPT_MAX_BYTES = 64 * 1024
 # In a release venv: which vLLM wheel(s) it was installed from (wheel_digest).
 WHEEL_MARKER = "specdeploy-vllm-wheel.sha256"
-HASH_BLOCK_BYTES = 1 << 20
 
 
 class CloneError(Exception):
@@ -45,15 +45,11 @@ class CloneError(Exception):
 
 
 def file_sha256(path: Path) -> str | None:
-    # in blocks: the vLLM wheel is 0.5 GB, read whole it cost that much memory and its page faults
-    digest = hashlib.sha256()
+    # streamed: the vLLM wheel is 0.5 GB (read whole, it cost that much memory)
     try:
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(HASH_BLOCK_BYTES), b""):
-                digest.update(block)
+        return sha256_file(path)
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 def python_version(venv: Path) -> str | None:

@@ -184,7 +184,7 @@ def test_the_wheel_is_read_only_when_a_release_is_there_to_compare_with(tmp_path
 
 def test_the_wheel_digest_is_the_sha256_of_the_whole_file_read_in_blocks(tmp_path):
     wheel = tmp_path / "vllm-0.16.0-py3-none-any.whl"
-    data = os.urandom(venv_clone.HASH_BLOCK_BYTES * 2 + 12345)
+    data = os.urandom(9 * (1 << 20) + 12345)  # more than two of sha256_file's 4 MiB blocks
     wheel.write_bytes(data)
     assert venv_clone.wheel_digest(str(tmp_path), "0.16.0") == (
         f"{hashlib.sha256(data).hexdigest()}  {wheel.name}"
