@@ -29,5 +29,6 @@ class ActionModule(ActionBase):
         if "schedule_unit" not in knobs:
             raise AnsibleActionFail("schedule_plan: the play names no schedule_unit")
         facts = schedule_plan.plan(knobs, os.environ.get("USER", ""))
+        facts["schedule_venv_requirements"] = schedule_plan.venv_requirements()
         result.update(changed=False, ansible_facts=facts)
         return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib import metadata
 from typing import Any
 
 KNOBS = (
@@ -32,6 +33,9 @@ KNOBS = (
     "playbook_dir",
 )
 DEFAULT_BASE = "/opt/specdeploy-controller"
+# What a scheduling host's venv needs to run the toolkit's playbooks with its ansible.cfg:
+# ansible-core, and mitogen for the strategy (plugins/strategy/mitogen_linear.py).
+VENV_DISTRIBUTIONS = ("ansible-core", "mitogen")
 DEFAULT_CALENDAR = "*-*-* 03:17:00"
 
 
@@ -81,3 +85,9 @@ def plan(knobs: Mapping[str, Any], controller_user: str) -> dict[str, Any]:
             "remove: make unschedule",
         ],
     }
+
+
+def venv_requirements() -> list[str]:
+    """The scheduling host's venv packages, pinned to the versions this controller runs (its
+    requirements.lock), so the timer's runs behave as the controller's."""
+    return [f"{name}=={metadata.version(name)}" for name in VENV_DISTRIBUTIONS]

@@ -1,9 +1,10 @@
 """`make schedule` / `make unschedule`: the validation timer really fires, on a sandbox node.
 
 The machine the tests run on has no systemd as PID 1, so a sandbox node plays the controller:
-schedule.yml installs the toolkit and ansible-core there (offline, from wheels staged on the
-node), and a systemd timer whose service runs playbooks/validate.yml from that copy against an
-inventory on the node that reaches the node itself over SSH (its own key and known_hosts).
+schedule.yml installs the toolkit, ansible-core and mitogen there (offline, from wheels staged
+on the node), and a systemd timer whose service runs playbooks/validate.yml from that copy
+against an inventory on the node that reaches the node itself over SSH (its own key and
+known_hosts).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.schedule_plan import (
+    venv_requirements,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "tests" / "standin" / "profiles"
@@ -31,36 +35,25 @@ WHEELS_ON_NODE = "/srv/specdeploy-controller-wheels"
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
-def ansible_core_version() -> str:
-    out = subprocess.run(
-        [
-            str(REPO / ".venv" / "bin" / "python"),
-            "-c",
-            "import ansible; print(ansible.__version__)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
-
-
 def controller_wheels() -> Path:
-    """ansible-core and its dependencies as wheels for the node's Python 3.11 (downloaded once
-    into the cache, through pip)."""
-    version = ansible_core_version()
+    """The scheduling venv's packages (ansible-core and mitogen at this controller's versions,
+    schedule_plan.venv_requirements) and their dependencies as wheels for the node's Python
+    3.11 (downloaded once into the cache, through pip)."""
+    requirements = venv_requirements()
     cache = Path(os.environ.get("SPECDEPLOY_CACHE", Path.home() / ".cache" / "specdeploy"))
     wheels = cache / "controller-wheels"
-    if not list(wheels.glob(f"ansible_core-{version}-*.whl")):
+    stamp = wheels / ".requirements"
+    if not stamp.is_file() or stamp.read_text() != "\n".join(requirements):
         wheels.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [str(REPO / ".venv" / "bin" / "pip"), "download", "-q", "--disable-pip-version-check",
              "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
              "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-             "--platform", "manylinux_2_28_x86_64", "-d", str(wheels), f"ansible-core=={version}"],
+             "--platform", "manylinux_2_28_x86_64", "-d", str(wheels), *requirements],
             check=True,
             timeout=600,
         )  # fmt: skip
+        stamp.write_text("\n".join(requirements))
     return wheels
 
 

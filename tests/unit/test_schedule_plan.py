@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from ansible_collections.specdeploy.toolkit.plugins.plugin_utils.schedule_plan import plan
@@ -110,6 +111,11 @@ def test_the_action_sets_the_facts_the_unit_templates_read(tmp_path):
     plays = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])[0]["plays"]
     planned = plays[0]["tasks"][0]["hosts"]["sched1"]
     assert planned["changed"] is False and planned["ansible_facts"]["schedule_local"] is False
+    # the remote venv gets what this controller's ansible.cfg needs, at this controller's versions
+    assert planned["ansible_facts"]["schedule_venv_requirements"] == [
+        f"ansible-core=={metadata.version('ansible-core')}",
+        f"mitogen=={metadata.version('mitogen')}",
+    ]
     units = plays[0]["tasks"][1]["hosts"]["sched1"]["msg"]
     assert (
         "ExecStart=/opt/specdeploy-controller/venv/bin/ansible-playbook -i /srv/inv.yml"

@@ -1,0 +1,109 @@
+# The toolkit's strategy: Ansible's linear strategy run over mitogen (ansible.cfg: strategy =
+# mitogen_linear). mitogen keeps one Python interpreter per node for a whole run instead of
+# starting one per module, which cut the sandbox nodes' CPU in `make test` to 0.62x
+# (docs/test-time.md, ci52). The version is pinned in requirements.lock.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: mitogen_linear
+short_description: The linear strategy over mitogen's persistent connections
+description:
+  - Ansible's C(linear) strategy with mitogen's connection and module runner
+    (U(https://mitogen.networkgenomics.com/ansible_detailed.html)), as mitogen's own
+    C(mitogen_linear) plugin, found through this collection so that ansible.cfg need not name a
+    virtualenv's site-packages.
+  - mitogen starts SSH with keepalives of its own (30 s x 10 unless the host variables
+    C(mitogen_ssh_keepalive_interval) and C(mitogen_ssh_keepalive_count) are set), which come
+    before ansible.cfg's C(ssh_args) on SSH's command line and so would win. Unless those
+    variables are set, this strategy takes C(ServerAliveInterval) and C(ServerAliveCountMax)
+    from the host's C(ssh_args), so a node cut off the network is given up in the same bounded
+    time with or without mitogen.
+  - On the local connection, Ansible logs in as the controller's user, so C(become) to that user
+    runs no sudo; mitogen sees no user there and would run sudo. This strategy gives mitogen the
+    controller's user, as Ansible does.
+author: specdeploy maintainers (!UNKNOWN)
+"""
+
+import getpass
+
+from ansible.errors import AnsibleError
+
+try:
+    import ansible_mitogen.loaders
+    import ansible_mitogen.strategy
+    import ansible_mitogen.transport_config
+except ImportError as missing:
+    # said when a play starts, not at import, so the collection's plugins still load (ansible-doc,
+    # ansible-test's import check) on a controller without mitogen
+    MITOGEN_MISSING: ImportError | None = missing
+else:
+    MITOGEN_MISSING = None
+
+
+def ssh_option(ssh_args: list[str], name: str) -> str | None:
+    """The value of `-o Name=value` (or `-o "Name value"`) in an SSH argument list, the first
+    given (SSH keeps the first), or None."""
+    wanted = name.lower()
+    for i, arg in enumerate(ssh_args):
+        if arg == "-o" and i + 1 < len(ssh_args):
+            option = ssh_args[i + 1]
+        elif arg.startswith("-o") and len(arg) > 2:
+            option = arg[2:]
+        else:
+            continue
+        key, _equals, value = option.strip().replace("=", " ", 1).partition(" ")
+        if key.lower() == wanted and value.strip():
+            return value.strip()
+    return None
+
+
+def _answer_as_ansible_does(spec_class: type) -> None:
+    """Patch mitogen's connection spec where it departs from Ansible (see DOCUMENTATION)."""
+    given_interval = spec_class.mitogen_ssh_keepalive_interval
+    given_count = spec_class.mitogen_ssh_keepalive_count
+    given_remote_user = spec_class.remote_user
+
+    def keepalive_interval(spec) -> object:
+        given = given_interval(spec)
+        return given if given is not None else ssh_option(spec.ssh_args(), "ServerAliveInterval")
+
+    def keepalive_count(spec) -> object:
+        given = given_count(spec)
+        return given if given is not None else ssh_option(spec.ssh_args(), "ServerAliveCountMax")
+
+    def remote_user(spec) -> object:
+        # Ansible's local connection logs in as the controller's user when none is given, so
+        # `become` to that same user runs no sudo (BECOME_ALLOW_SAME_USER is off); mitogen sees
+        # no user there and wraps every become task in sudo, which a root controller need not have.
+        given = given_remote_user(spec)
+        if given is None and spec.transport() == "local":
+            return getpass.getuser()
+        return given
+
+    spec_class.mitogen_ssh_keepalive_interval = keepalive_interval
+    spec_class.mitogen_ssh_keepalive_count = keepalive_count
+    spec_class.remote_user = remote_user
+
+
+if MITOGEN_MISSING is None:
+    _answer_as_ansible_does(ansible_mitogen.transport_config.PlayContextSpec)
+
+    class StrategyModule(
+        ansible_mitogen.strategy.StrategyMixin,
+        ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True),
+    ):
+        """mitogen's mitogen_linear."""
+
+else:
+    from ansible.plugins.strategy.linear import StrategyModule as _Linear
+
+    class StrategyModule(_Linear):  # type: ignore[no-redef]
+        """Refuses to run: mitogen is not installed."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            raise AnsibleError(
+                "the strategy mitogen_linear (ansible.cfg) needs mitogen on the controller:"
+                " `make setup` (pip install -r requirements.lock) installs the pinned version;"
+                " or run plain Ansible with ANSIBLE_STRATEGY=linear"
+                f" ({MITOGEN_MISSING})"
+            )
