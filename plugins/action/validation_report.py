@@ -113,6 +113,10 @@ class ActionModule(ActionBase):
             lines=vr.shown_lines(answer, paths),
             verdict=vr.report_verdict(rc, paths["validate_report_dir"]),
         )
+        if rc != 0:
+            # Ansible fails a result with a non-zero rc; without a msg its headline would be
+            # "Action failed: Unknown error."
+            result["msg"] = result["verdict"]
         return result
 
     def _served_model(self, task_vars, node: str) -> str:

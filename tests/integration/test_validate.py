@@ -320,6 +320,9 @@ def test_per_position_floor_fails_and_make_validate_says_exit_1(env, tmp_path):
     assert proc.returncode != 0, proc.stdout[-3000:]
     assert "make validate: exit 1 (a check, gate or regression failed)" in proc.stderr
     assert "validate] Error 1" in proc.stderr
+    # the failed task's headline is the verdict, not Ansible's "Unknown error"
+    assert "Unknown error" not in proc.stdout + proc.stderr
+    assert "FAILED (exit 1: a check, gate or regression failed)" in proc.stdout + proc.stderr
     assert "position 1 acceptance" in proc.stdout and "< 0.990" in proc.stdout
     assert (env.root / "latest" / "exit-code").read_text().strip() == "1"
     result = only_result(env.root / "latest")

@@ -778,8 +778,14 @@ def deploy_base(node: Player, ids: dict) -> None:
     node.sh(f"echo warm | sudo -n tee {cache.strip()}/warm-marker >/dev/null")
     # Only the history entry counts here, not the speed: a baseline far under the stand-in's
     # throughput keeps the one gate that measures time out of it (ci31: this validate failed
-    # once on a loaded machine, most likely its speed-up against the group's 400 tok/s).
-    validated = node("playbooks/validate.yml", {"validation_baseline_tps": 100})
-    assert validated.rc == 0, (validated.message, validated.stdout[-3000:])
+    # once on a loaded machine, most likely its speed-up against the group's 400 tok/s), and a
+    # wide regression tolerance keeps the comparison with the deploy's validation a minute
+    # earlier out of it (ci53: tok/s more than 10% under it on loaded cores, REGRESS, exit 1;
+    # test_validate's pass case had the same in stop 41's CI).
+    validated = node(
+        "playbooks/validate.yml",
+        {"validation_baseline_tps": 100, "validation_regression_tolerance": 0.5},
+    )
+    assert validated.rc == 0, (validated.message, validated.stdout[-6000:])
     snap = node.snapshot()
     assert snap["caches"] and snap["history"] and snap["results"]
