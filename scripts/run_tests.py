@@ -262,9 +262,16 @@ def next_session(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    # Four at a time on CI's two cores. Five (ci48) filled the 7-9% the cores idled with four, but
-    # each session then took 20-25% more CPU (more system time, more polling): a slower run.
+    # Four at a time on CI's two cores, a fifth while they idle (IDLE_TO_START). Five at all times
+    # (ci48) filled the 7-9% the cores idled with four, but each session then took 20-25% more
+    # CPU (more system time, more polling): a slower run.
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", "4")))
+    parser.add_argument(
+        "--max-jobs",
+        type=int,
+        default=None,
+        help="at most this many while the cores idle (default: --jobs + 1; see IDLE_TO_START)",
+    )
     parser.add_argument(
         "--only", default="", help="only sessions whose name starts with this (e.g. test_faults)"
     )
@@ -293,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args]
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        run_sessions(pending, running, results, pytest, args.jobs, cpu)
+        max_jobs = args.jobs + 1 if args.max_jobs is None else args.max_jobs
+        run_sessions(pending, running, results, pytest, args.jobs, cpu, max_jobs)
     except Interrupted as why:
         print(f"\ntests: interrupted ({why}): stopping {len(running)} session(s)", flush=True)
         for s in previous:  # a second Ctrl-C must not cut the sessions' own teardown short
@@ -335,6 +343,41 @@ def note_headroom(since: float) -> None:
             LOWEST[label] = (free, time.monotonic() - since)
 
 
+# One session beyond --jobs (up to --max-jobs) starts while the cores idle. With plays over
+# mitogen the four sessions' own CPU fell, and with four node sessions CI's two cores idled
+# 12-20% of each minute (ci54, vmstat): the sessions wait on servers, timers and each other,
+# not on the CPU. Five at all times (ci48, before mitogen) cost each session 20-25% more CPU in
+# the phases that had no idle to fill. The idle is measured over the last IDLE_WINDOW_S and
+# only that long after the last start, so a session that just started has shown its load; two
+# `make test` side by side leave no idle, so neither starts an extra session.
+IDLE_WINDOW_S = 60.0
+IDLE_TO_START = 0.15
+
+
+def cpu_idle_total() -> tuple[float, float]:
+    """The machine's idle and total CPU time so far (clock ticks, /proc/stat's first line)."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return fields[3] + fields[4], sum(fields)  # idle + iowait; user .. steal
+
+
+def idle_fraction(samples: list[tuple[float, float, float]], window_s: float) -> float | None:
+    """The cores' idle share over the last window_s of samples (monotonic time, idle, total),
+    oldest first; None while the samples span less than that."""
+    if not samples or samples[-1][0] - samples[0][0] < window_s:
+        return None
+    now, idle_now, total_now = samples[-1]
+    then = next(s for s in reversed(samples) if now - s[0] >= window_s)
+    spent = total_now - then[2]
+    return (idle_now - then[1]) / spent if spent > 0 else None
+
+
+def session_limit(jobs: int, max_jobs: int, idle: float | None) -> int:
+    """How many sessions may run now: jobs, one more while the cores idled enough."""
+    if idle is not None and idle > IDLE_TO_START:
+        return min(max_jobs, jobs + 1)
+    return jobs
+
+
 def run_sessions(
     pending: list[tuple[str, list[str]]],
     running: dict[str, tuple[subprocess.Popen[bytes], float, Path]],
@@ -342,15 +385,24 @@ def run_sessions(
     pytest: list[str],
     jobs: int,
     cpu: dict[str, dict[str, Any]],
+    max_jobs: int | None = None,
 ) -> None:
     nodes_cpu: dict[str, float] = {}
     started = last_headroom = time.monotonic()
     note_headroom(started)
+    samples: list[tuple[float, float, float]] = []  # since the last start (idle_fraction)
     while pending or running:
         if time.monotonic() - last_headroom >= HEADROOM_EVERY_S:
             note_headroom(started)
             last_headroom = time.monotonic()
-        while pending and len(running) < jobs:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            samples.append((time.monotonic(), *cpu_idle_total()))
+            if samples[-1][0] - samples[0][0] > 2 * IDLE_WINDOW_S:
+                del samples[0]
+        while pending:
+            idle = idle_fraction(samples, IDLE_WINDOW_S)
+            if len(running) >= session_limit(jobs, max_jobs or jobs, idle):
+                break
             picked = next_session(pending, running)
             if picked is None:  # node sessions, waiting for the root file system
                 break
@@ -370,8 +422,13 @@ def run_sessions(
                 start_new_session=True,
             )
             running[name] = (proc, time.monotonic(), log)
+            extra = ""
+            if len(running) > jobs and idle is not None:
+                extra = f" (one more than {jobs}: the cores idled {idle:.0%} of the last minute)"
+            samples.clear()  # the next extra waits for this one's load to show
             # the offsets give the run's timeline: where the cores idled (a lone last session)
-            print(f"tests: started {name} at +{time.monotonic() - started:.0f} s", flush=True)
+            at = time.monotonic() - started
+            print(f"tests: started {name} at +{at:.0f} s{extra}", flush=True)
         time.sleep(1)
         for name, (proc, began, log) in list(running.items()):
             # the nodes' counter goes with their cgroup at the session's teardown: keep the
