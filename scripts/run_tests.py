@@ -265,12 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     # Four at a time on CI's two cores, a fifth while they idle (IDLE_TO_START). Five at all times
     # (ci48) filled the 7-9% the cores idled with four, but each session then took 20-25% more
     # CPU (more system time, more polling): a slower run.
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("TEST_JOBS", "4")))
+    # a string default goes through type=int too: a bad TEST_JOBS is a usage error, not a traceback
+    parser.add_argument("--jobs", type=int, default=os.environ.get("TEST_JOBS", "4"))
     parser.add_argument(
         "--max-jobs",
         type=int,
         default=None,
-        help="at most this many while the cores idle (default: --jobs + 1; see IDLE_TO_START)",
+        help="up to this many while the cores idle, one more a minute (default: --jobs + 1)",
     )
     parser.add_argument(
         "--only", default="", help="only sessions whose name starts with this (e.g. test_faults)"
@@ -284,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("pytest_args", nargs="*", help="passed to every session")
     args = parser.parse_args(argv)
+    if args.max_jobs is None:
+        args.max_jobs = args.jobs + 1
+    if args.jobs < 1 or args.max_jobs < args.jobs:
+        parser.error(f"--jobs {args.jobs} and --max-jobs {args.max_jobs}: need 1 <= jobs <= max")
     LOGS.mkdir(parents=True, exist_ok=True)
     CENSUS.mkdir(exist_ok=True)
     chosen = [(n, [p]) for n, _, p in (s.partition("=") for s in args.session)]
@@ -300,8 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args]
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        max_jobs = args.jobs + 1 if args.max_jobs is None else args.max_jobs
-        run_sessions(pending, running, results, pytest, args.jobs, cpu, max_jobs)
+        run_sessions(pending, running, results, pytest, args.jobs, args.max_jobs, cpu)
     except Interrupted as why:
         print(f"\ntests: interrupted ({why}): stopping {len(running)} session(s)", flush=True)
         for s in previous:  # a second Ctrl-C must not cut the sessions' own teardown short
@@ -343,8 +347,8 @@ def note_headroom(since: float) -> None:
             LOWEST[label] = (free, time.monotonic() - since)
 
 
-# One session beyond --jobs (up to --max-jobs) starts while the cores idle. With plays over
-# mitogen the four sessions' own CPU fell, and with four node sessions CI's two cores idled
+# Sessions beyond --jobs (up to --max-jobs, one a minute) start while the cores idle. With plays
+# over mitogen the four sessions' own CPU fell, and with four node sessions CI's two cores idled
 # 12-20% of each minute (ci54, vmstat): the sessions wait on servers, timers and each other,
 # not on the CPU. Five at all times (ci48, before mitogen) cost each session 20-25% more CPU
 # in the phases that had no idle to fill. The idle is measured over the last IDLE_WINDOW_S and
@@ -373,10 +377,9 @@ def idle_fraction(samples: list[tuple[float, float, float]], window_s: float) ->
 
 
 def session_limit(jobs: int, max_jobs: int, idle: float | None) -> int:
-    """How many sessions may run now: jobs, one more while the cores idled enough."""
-    if idle is not None and idle > IDLE_TO_START:
-        return min(max_jobs, jobs + 1)
-    return jobs
+    """How many sessions may run now: jobs, max_jobs while the cores idled enough (each start
+    clears the samples, so the next extra waits a window: one a minute)."""
+    return max_jobs if idle is not None and idle > IDLE_TO_START else jobs
 
 
 def run_sessions(
@@ -385,8 +388,8 @@ def run_sessions(
     results: dict[str, tuple[int, float, str]],
     pytest: list[str],
     jobs: int,
+    max_jobs: int,
     cpu: dict[str, dict[str, Any]],
-    max_jobs: int | None = None,
 ) -> None:
     nodes_cpu: dict[str, float] = {}
     started = last_headroom = time.monotonic()
@@ -402,7 +405,7 @@ def run_sessions(
                 del samples[0]
         while pending:
             idle = idle_fraction(samples, IDLE_WINDOW_S)
-            if len(running) >= session_limit(jobs, max_jobs or jobs, idle):
+            if len(running) >= session_limit(jobs, max_jobs, idle):
                 break
             picked = next_session(pending, running)
             if picked is None:  # node sessions, waiting for the root file system
@@ -425,7 +428,7 @@ def run_sessions(
             running[name] = (proc, time.monotonic(), log)
             extra = ""
             if len(running) > jobs and idle is not None:
-                extra = f" (one more than {jobs}: the cores idled {idle:.0%} of the last minute)"
+                extra = f" (beyond {jobs}: the cores idled {idle:.0%} of the last minute)"
             samples.clear()  # the next extra waits for this one's load to show
             # the offsets give the run's timeline: where the cores idled (a lone last session)
             at = time.monotonic() - started

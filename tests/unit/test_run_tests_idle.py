@@ -4,6 +4,8 @@ never add one."""
 
 from __future__ import annotations
 
+import pytest
+
 from scripts import run_tests
 
 
@@ -35,6 +37,17 @@ def test_one_more_session_only_while_the_cores_idle_enough() -> None:
     assert run_tests.session_limit(4, 5, 0.05) == 4
     assert run_tests.session_limit(4, 5, None) == 4  # within a minute of the last start
     assert run_tests.session_limit(4, 4, 0.9) == 4  # --max-jobs caps it
+    assert run_tests.session_limit(4, 6, 0.9) == 6  # a start clears the samples: one a minute
+
+
+@pytest.mark.parametrize("argv", [["--jobs", "0"], ["--jobs", "4", "--max-jobs", "3"],
+                                  ["--max-jobs", "x"]])  # fmt: skip
+def test_bad_job_counts_are_a_usage_error_before_any_session(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run_tests.main([*argv, "--only", "no-such-session"])
+    assert stopped.value.code == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert "jobs" in line
 
 
 def test_the_machine_reading_is_idle_and_total_so_far() -> None:
