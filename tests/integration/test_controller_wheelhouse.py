@@ -15,8 +15,7 @@ import re
 
 import pytest
 from test_deploy_support import ROOT, Deploy, Run, stage_models
-
-from specdeploy.controller import wheelhouse
+from testbed.sandbox.node_wheelhouse import ensure_node_wheelhouse
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -52,7 +51,8 @@ def controller_wheelhouse(tmp_path_factory):
 def mirror_env() -> dict[str, str]:
     return {
         "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(wheelhouse.default_cache() / "wheelhouse"),
+        # the sandbox nodes' wheels (vLLM's without kernels: testbed.sandbox.node_wheelhouse)
+        "PIP_FIND_LINKS": str(ensure_node_wheelhouse()),
     }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import configparser
 import getpass
+import grp
 import os
 import shlex
 import subprocess
@@ -119,3 +120,72 @@ def test_a_controller_without_mitogen_gets_one_line_saying_what_to_do(tmp_path: 
     assert run.returncode != 0 and "ran" not in run.stdout, out
     (line,) = [x for x in out.splitlines() if "needs mitogen on the controller" in x]
     assert "ANSIBLE_STRATEGY=linear" in line and "Traceback" not in out
+
+
+class Invocation:
+    """What mitogen's planner hands _load_collections."""
+
+    def __init__(self) -> None:
+        self._extra_sys_paths: set[str] = set()
+
+
+def test_the_collections_are_listed_once_per_run_and_every_task_gets_them(monkeypatch) -> None:
+    calls = []
+
+    def listing():
+        calls.append(1)
+        return iter([b"/a/ansible_collections", b"/b/ansible_collections"])
+
+    monkeypatch.setattr(mitogen_linear.ansible.collections.list, "list_collection_dirs", listing)
+
+    class Planner:
+        pass
+
+    list_once = mitogen_linear.collection_dirs_once(Planner)
+    list_once()  # the strategy's run, in the main process before the workers fork
+    first, second = Invocation(), Invocation()
+    Planner._load_collections(first)
+    Planner._load_collections(second)
+    assert first._extra_sys_paths == second._extra_sys_paths == {
+        "/a/ansible_collections", "/b/ansible_collections"}  # fmt: skip
+    assert len(calls) == 1
+
+
+def test_the_import_scan_compiles_a_source_once_and_a_changed_one_again() -> None:
+    compiled = []
+
+    def counting_compile(source, filename, mode, *args, **kwargs):
+        compiled.append(filename)
+        return compile(source, filename, mode, *args, **kwargs)
+
+    compile_once = mitogen_linear.memoized_compile(counting_compile)
+    first = compile_once(b"import os\n", "ansible.module_utils.x", "exec")
+    assert compile_once(b"import os\n", "ansible.module_utils.x", "exec") is first
+    changed = compile_once(b"import sys\n", "ansible.module_utils.x", "exec")
+    assert changed is not first and changed.co_names == ("sys",)
+    assert len(compiled) == 2
+    # what mitogen's scan calls by that name now
+    assert mitogen_linear.ansible_mitogen.module_finder.compile is not compile
+
+
+def test_a_collection_module_runs_over_mitogen_with_the_run_wide_lists(tmp_path: Path) -> None:
+    # The toolkit's own module (module_utils of the collection and of ansible) run by mitogen on
+    # the local connection, twice, so the second task takes the lists the first one made.
+    user, group = getpass.getuser(), grp.getgrgid(os.getgid()).gr_name
+    (tmp_path / "play.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        + "".join(
+            f"    - specdeploy.toolkit.files: {{items: [{{path: {tmp_path / name},"
+            f" state: directory, mode: '0755', owner: {user}, group: {group}}}]}}\n"
+            for name in ("a", "b")
+        )
+    )
+    env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,",
+         "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", "play.yml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "a").is_dir() and (tmp_path / "b").is_dir()
+    assert "changed=2" in run.stdout

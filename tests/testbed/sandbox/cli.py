@@ -20,6 +20,7 @@ from testbed.sandbox.config import (
     state_dir,
 )
 from testbed.sandbox.host import ensure_host_packages, locked
+from testbed.sandbox.node_wheelhouse import ensure_node_wheelhouse
 from testbed.sandbox.nodes import ssh_command
 from testbed.sandbox.rootfs import ensure_rootfs
 from testbed.sandbox.session import free_instance, session_lock_path
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sc = sub.add_parser("scenario", help="switch a node's nvidia-smi replay scenario")
     p_sc.add_argument("node")
     p_sc.add_argument("scenario")
-    sub.add_parser("build", help="build the cached root file system only")
+    sub.add_parser("build", help="build the cached root file system and the nodes' wheelhouse only")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             ensure_host_packages()
             with locked():
                 print(ensure_rootfs())
+                print(ensure_node_wheelhouse())
     except SandboxError as error:
         log(f"error: {error}")
         return 1 if args.command == "up" else 2

@@ -32,6 +32,7 @@ from testbed.sandbox.host import (
     nspawn_processes,
 )
 from testbed.sandbox.inventory import reports_dir, write_inventory, write_known_hosts
+from testbed.sandbox.node_wheelhouse import ensure_node_wheelhouse
 from testbed.sandbox.nodes import (
     banner,
     known_nodes,
@@ -55,6 +56,7 @@ def up(count: int, exact: bool = True, timeout: float = 90.0) -> list[Node]:
     ensure_host_packages()
     with locked():
         lower = ensure_rootfs()
+        ensure_node_wheelhouse()
         ensure_client_key()
         known = known_nodes()
         stale = [n for n in known.values() if not n.alive()]

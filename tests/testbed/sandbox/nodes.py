@@ -17,7 +17,6 @@ from testbed.sandbox.config import (
     ADMIN_USER,
     Node,
     SandboxError,
-    cache_dir,
     cgroup_name,
     process_starttime,
     ssh_port,
@@ -32,6 +31,7 @@ from testbed.sandbox.host import (
     node_cgroups,
     remove_cgroup,
 )
+from testbed.sandbox.node_wheelhouse import node_wheelhouse
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -79,8 +79,7 @@ def start_node(node: Node, lower: Path, hosts_line_out: dict[str, str]) -> None:
     node.dir.mkdir(parents=True, exist_ok=True)
     hosts_line_out[node.name] = prepare_layer(node, lower)
     (node.dir / "known_hosts").write_text(hosts_line_out[node.name])
-    wheelhouse = cache_dir() / "wheelhouse"
-    wheelhouse.mkdir(parents=True, exist_ok=True)
+    wheelhouse = node_wheelhouse()  # brought up to date by up() before any node starts
     groups = node_cgroups(node.name)
     for group in groups:
         group.mkdir(parents=True, exist_ok=True)
