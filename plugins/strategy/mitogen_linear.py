@@ -21,7 +21,7 @@ description:
   - On the local connection, Ansible logs in as the controller's user, so C(become) to that user
     runs no sudo; mitogen sees no user there and would run sudo. This strategy gives mitogen the
     controller's user, as Ansible does.
-  - Two of mitogen's controller-side steps are done once per run instead of once per task: the
+  - Two of mitogen's controller-side steps are done once per run instead of once per task, the
     list of installed collections (mitogen reads every collection's metadata again in each
     task's forked worker that runs a collection's module) and the compile of each module_utils
     file it scans for imports (again for every module that imports it). Same results, less

@@ -116,7 +116,7 @@ ROWS: dict[str, tuple[str, str, str]] = {
     ),
     "disk-full": (
         "build",
-        "disk full on the release root (64 MB tmpfs at the release's directory)",
+        "disk full on the release root (8 MB tmpfs at the release's directory)",
         "the build fails with ENOSPC, nothing switched, the serving release untouched",
     ),
     "unsupported-version": ("build", "unsupported vLLM version", REFUSED),
