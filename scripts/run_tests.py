@@ -262,9 +262,9 @@ def next_session(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    # Four at a time on CI's two cores, up to two more while they idle (IDLE_TO_START). Five at all times
-    # (ci48) filled the 7-9% the cores idled with four, but each session then took 20-25% more
-    # CPU (more system time, more polling): a slower run.
+    # Four at a time on CI's two cores, up to two more while they idle (IDLE_TO_START). Five at
+    # all times (ci48) filled the 7-9% the cores idled with four, but each session then took
+    # 20-25% more CPU (more system time, more polling): a slower run.
     # a string default goes through type=int too: a bad TEST_JOBS is a usage error, not a traceback
     parser.add_argument("--jobs", type=int, default=os.environ.get("TEST_JOBS", "4"))
     parser.add_argument(
