@@ -109,3 +109,20 @@ def test_a_wheel_without_record_is_refused_and_leaves_nothing_half_written(cache
     with pytest.raises(ValueError, match=r"no \.dist-info/RECORD"):
         node_wheelhouse.ensure_node_wheelhouse()
     assert not list(node_wheelhouse.node_wheelhouse().glob("*vllm-0.17.1*"))
+
+
+def test_the_real_vllm_wheel_loses_only_its_kernels(tmp_path) -> None:
+    # The wheel `make setup` downloaded (make test runs it first), derived into tmp_path.
+    real = sorted((node_wheelhouse.source_wheelhouse()).glob("vllm-*.whl"))
+    if not real:
+        pytest.skip("no vLLM wheel in the cache: `make prefetch` downloads them")
+    with zipfile.ZipFile(real[0]) as wheel:
+        kernels = [i.filename for i in wheel.infolist() if i.filename.endswith(".so")]
+        kept = {i.filename: wheel.read(i) for i in wheel.infolist()
+                if not i.filename.endswith((".so", "/RECORD"))}  # fmt: skip
+    derived = tmp_path / real[0].name
+    node_wheelhouse.without_kernels(real[0], derived)
+    got = members(derived)
+    assert kernels and all(got[name] == b"" for name in kernels)
+    assert {name: got[name] for name in kept} == kept  # the Python files, byte for byte
+    assert set(got) == set(kept) | set(kernels) | {n for n in got if n.endswith("/RECORD")}
