@@ -124,3 +124,55 @@ def test_check_baseline_and_speed_inputs_fail_with_exit_2(tmp_path, capsys):
     assert "LEVEL=TPS pairs" in capsys.readouterr().err
     assert check.main([*base, "--levels", "1,1"]) == 2
     assert "distinct integers" in capsys.readouterr().err
+
+
+class _GoneMidCheck:
+    """A server that answers /health and /v1/models, then closes the connection on a completion
+    without a response: what a server killed during the smoke check looks like to the client."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = b'{"data": [{"id": "m"}]}' if self.path == "/v1/models" else b"{}"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                self.close_connection = True  # no status line: "closed without response"
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_server_gone_mid_check_could_not_be_measured_not_a_failed_check(capsys):
+    # ci57: a server SIGKILLed during the smoke check after its readiness was reported as a
+    # failed check (exit 1) "smoke.completion: ... Remote end closed connection without response"
+    gone = _GoneMidCheck()
+    try:
+        rc = check.main(["smoke", "--base-url", gone.url, "--served-model-name", "m", "--json"])
+    finally:
+        gone.server.shutdown()
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 2, out
+    (reason,) = [r for r in out["reasons"] if "smoke.completion" in r]
+    assert reason.startswith("could not measure: ") and "stopped answering" in reason
+    stage = next(s for s in out["smoke"]["stages"] if s["name"] == "completion")
+    assert stage["error_kind"] == "network"
+
+
+def test_a_wrong_answer_is_still_a_failed_check():
+    wrong = smoke.StageResult("completion", False, 0.1, "completion returned empty text", value="")
+    assert not smoke.stopped_answering(wrong)
+    refused = smoke.StageResult("models", False, 0.1, "refused", error_kind="refused")
+    assert smoke.stopped_answering(refused)
+    http_500 = smoke.StageResult("completion", False, 0.1, "HTTP 500", error_kind="http")
+    assert not smoke.stopped_answering(http_500)

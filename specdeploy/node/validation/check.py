@@ -328,13 +328,17 @@ def run(args: argparse.Namespace, workload: Workload | None = None) -> dict[str,
         sm_ok = all(s.ok for s in stages)
         result["smoke"] = {"ok": sm_ok, "stages": [s.to_dict() for s in stages]}
         if not sm_ok:
-            # No answer at all (port closed, or /health without any HTTP status: down or
-            # hung) means nothing could be measured: exit 2. An answer that is wrong: exit 1.
+            # No answer at all (port closed, /health without any HTTP status, a connection
+            # refused or closed without a response: down, hung or gone mid-check) means nothing
+            # could be measured: exit 2. An answer that is wrong: exit 1.
             first = next(s for s in stages if s.status == "fail")
-            unreachable = first.name in ("port", "health") and first.value is None
+            unreachable = smoke.stopped_answering(first)
             exit_code = 2 if unreachable else 1
+            gone = " (the server stopped answering)" if first.error_kind in smoke.GONE else ""
             reasons += [
-                ("could not measure: " if unreachable else "") + f"smoke.{s.name}: {s.message}"
+                ("could not measure: " if unreachable else "")
+                + f"smoke.{s.name}: {s.message}"
+                + (gone if s is first else "")
                 for s in stages
                 if s.status == "fail"
             ]

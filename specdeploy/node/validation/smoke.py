@@ -170,6 +170,9 @@ class StageResult:
     message: str
     status: str = ""  # pass | fail | skip
     value: str | None = None
+    # HttpError.kind of a failed request: "refused" or "network" after an earlier stage passed
+    # means the server went away mid-check (killed, crashed), not that it answered wrongly
+    error_kind: str | None = None
 
     def __post_init__(self) -> None:
         if not self.status:
@@ -200,13 +203,27 @@ class SmokeConfig:
 
 def _timed(name: str, fn: Callable[[], tuple[bool, str, str | None]]) -> StageResult:
     t0 = time.monotonic()
+    kind = None
     try:
         ok, msg, value = fn()
     except HttpError as e:
-        ok, msg, value = False, str(e), None
+        ok, msg, value, kind = False, str(e), None, e.kind
     except OSError as e:
-        ok, msg, value = False, f"{type(e).__name__}: {e}", None
-    return StageResult(name, ok, round(time.monotonic() - t0, 3), msg, value=value)
+        ok, msg, value, kind = False, f"{type(e).__name__}: {e}", None, "network"
+    return StageResult(name, ok, round(time.monotonic() - t0, 3), msg, value=value, error_kind=kind)
+
+
+# The request failures that mean no server answered at all (as against a wrong answer).
+GONE = ("refused", "network")
+
+
+def stopped_answering(stage: StageResult) -> bool:
+    """Whether this failed stage found no server to answer: the port or /health without any
+    HTTP status (down or hung), or any stage whose connection was refused or closed without a
+    response (the server went away mid-check: killed, crashed, OOM)."""
+    if stage.name in ("port", "health") and stage.value is None:
+        return True
+    return stage.error_kind in GONE
 
 
 def check_port(host: str, port: int, timeout: float) -> tuple[bool, str, str | None]:
