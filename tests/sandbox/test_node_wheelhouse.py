@@ -126,3 +126,12 @@ def test_the_real_vllm_wheel_loses_only_its_kernels(tmp_path) -> None:
     assert kernels and all(got[name] == b"" for name in kernels)
     assert {name: got[name] for name in kept} == kept  # the Python files, byte for byte
     assert set(got) == set(kept) | set(kernels) | {n for n in got if n.endswith("/RECORD")}
+
+
+def test_make_bench_can_ask_for_the_real_wheels_and_a_typo_is_refused(cache, monkeypatch):
+    monkeypatch.setenv(node_wheelhouse.SWITCH, "real")
+    assert node_wheelhouse.ensure_node_wheelhouse() == cache  # the real ones, nothing derived
+    assert not (cache.parent / "node-wheelhouse").exists()
+    monkeypatch.setenv(node_wheelhouse.SWITCH, "slim")
+    with pytest.raises(node_wheelhouse.SandboxError, match="kernelless or real, not 'slim'"):
+        node_wheelhouse.node_wheelhouse()

@@ -367,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     # The sandbox nodes' zipimport cache off: these figures stand for a real node, which
     # compiles every module's payload each run (make test keeps it on: docs/test-time.md).
     os.environ["SPECDEPLOY_SANDBOX_ZIPIMPORT_CACHE"] = "off"
+    # and the real vLLM wheels, 1.2 GB of kernels included, as a real node installs them
+    os.environ["SPECDEPLOY_SANDBOX_NODE_WHEELS"] = "real"
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     host = machine()
     results = []

@@ -10,7 +10,8 @@ Why: a sandbox node has no GPU and runs the stand-in server (tests/standin), so 
 those kernels, yet they are 98% of the installed size (0.16.0: 1,223 of 1,244 MB). Each first
 deploy of `make test` (34 per run) unpacked and wrote them through a node's overlay, and the
 controller-wheelhouse tests copied them to every node over SSH. The patch tier
-(tests/patches) and the GPU tier use the real wheels, untouched.
+(tests/patches) and the GPU tier use the real wheels, untouched, and so does `make bench`
+(SPECDEPLOY_SANDBOX_NODE_WHEELS=real: its figures stand for a real node, which installs them).
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ import os
 import zipfile
 from pathlib import Path
 
-from testbed.sandbox.config import cache_dir
+from testbed.sandbox.config import SandboxError, cache_dir
 from testbed.sandbox.host import flocked
+
+# kernelless (the default) or real: the vLLM wheels the nodes see at /srv/wheelhouse.
+SWITCH = "SPECDEPLOY_SANDBOX_NODE_WHEELS"
 
 # Bumped when what a derived wheel holds changes, so older derivations are made again.
 RECIPE = 1
@@ -44,8 +48,16 @@ def source_wheelhouse() -> Path:
     return cache_dir() / "wheelhouse"
 
 
+def real_wheels_wanted() -> bool:
+    value = os.environ.get(SWITCH, "kernelless").strip().lower()
+    if value not in ("kernelless", "real"):
+        raise SandboxError(f"{SWITCH} must be kernelless or real, not {value!r}")
+    return value == "real"
+
+
 def node_wheelhouse() -> Path:
-    return cache_dir() / "node-wheelhouse"
+    """The directory the nodes see at /srv/wheelhouse."""
+    return source_wheelhouse() if real_wheels_wanted() else cache_dir() / "node-wheelhouse"
 
 
 def is_kernel(name: str) -> bool:
@@ -103,8 +115,10 @@ def ensure_node_wheelhouse() -> Path:
     One builder at a time per cache (the test sessions boot nodes at once); a derived wheel is
     made again when its source wheel changed (size, mtime, inode) or RECIPE did."""
     source_dir = source_wheelhouse()
-    target_dir = node_wheelhouse()
     source_dir.mkdir(parents=True, exist_ok=True)
+    if real_wheels_wanted():
+        return source_dir
+    target_dir = node_wheelhouse()
     with flocked(cache_dir() / ".node-wheelhouse.lock"):
         target_dir.mkdir(parents=True, exist_ok=True)
         stamp_path = target_dir / STAMP
