@@ -1,7 +1,9 @@
 """Fill the controller's caches: the sandbox wheelhouse and the vLLM wheels the tests read.
 
-The sandbox nodes see this directory read-only at /srv/wheelhouse and install from it with
-`pip --no-index`, the same offline path a production node without internet uses.
+The sandbox nodes install from these wheels offline, the path a production node without
+internet uses: they see a copy at /srv/wheelhouse, read-only, whose vLLM wheels have their
+compiled kernels emptied (tests/testbed/sandbox/node_wheelhouse.py derives it from this
+directory).
 Exit codes: 0 ok, 2 download failed.
 """
 
