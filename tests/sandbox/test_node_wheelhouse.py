@@ -106,9 +106,18 @@ def test_a_wheel_without_record_is_refused_and_leaves_nothing_half_written(cache
     broken = cache / "vllm-0.17.1-cp38-abi3-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(broken, "w") as wheel:
         wheel.writestr("vllm/__init__.py", b"")
-    with pytest.raises(ValueError, match=r"no \.dist-info/RECORD"):
+    with pytest.raises(node_wheelhouse.SandboxError, match=r"no \.dist-info/RECORD"):
         node_wheelhouse.ensure_node_wheelhouse()
     assert not list(node_wheelhouse.node_wheelhouse().glob("*vllm-0.17.1*"))
+
+
+def test_a_corrupt_wheel_is_one_line_naming_it(cache):
+    corrupt = cache / "vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    corrupt.write_bytes(b"<html>a proxy's error page, not a zip</html>")
+    with pytest.raises(node_wheelhouse.SandboxError, match="not a readable wheel") as raised:
+        node_wheelhouse.ensure_node_wheelhouse()
+    assert corrupt.name in str(raised.value) and "\n" not in str(raised.value)
+    assert not list(node_wheelhouse.node_wheelhouse().glob("*vllm-0.26.0*"))
 
 
 def test_the_real_vllm_wheel_loses_only_its_kernels(tmp_path) -> None:
@@ -135,3 +144,13 @@ def test_make_bench_can_ask_for_the_real_wheels_and_a_typo_is_refused(cache, mon
     monkeypatch.setenv(node_wheelhouse.SWITCH, "slim")
     with pytest.raises(node_wheelhouse.SandboxError, match="kernelless or real, not 'slim'"):
         node_wheelhouse.node_wheelhouse()
+
+
+def test_a_wheel_cut_short_is_one_line_and_leaves_nothing_half_written(cache):
+    whole = (cache / "vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl").read_bytes()
+    cut = cache / "vllm-0.17.1-cp38-abi3-manylinux_2_31_x86_64.whl"
+    # the central directory intact, a member's compressed bytes overwritten
+    cut.write_bytes(whole[:60] + b"\xff" * 200 + whole[260:])
+    with pytest.raises(node_wheelhouse.SandboxError, match="not a readable wheel"):
+        node_wheelhouse.ensure_node_wheelhouse()
+    assert not list(node_wheelhouse.node_wheelhouse().glob("*vllm-0.17.1*"))

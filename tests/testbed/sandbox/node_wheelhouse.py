@@ -24,6 +24,7 @@ import io
 import json
 import os
 import zipfile
+import zlib
 from pathlib import Path
 
 from testbed.sandbox.config import SandboxError, cache_dir
@@ -77,20 +78,26 @@ def without_kernels(source: Path, target: Path) -> None:
     rows = io.StringIO()
     record = csv.writer(rows, lineterminator="\n")  # quotes names with commas, as wheels need
     record_info = None
-    with zipfile.ZipFile(source) as wheel, zipfile.ZipFile(partial, "w") as out:
-        for info in wheel.infolist():
-            if info.filename.endswith(".dist-info/RECORD"):
-                record_info = info
-                continue
-            data = b"" if is_kernel(info.filename) else wheel.read(info)
-            out.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
-            if not info.is_dir():
-                record.writerow([info.filename, record_hash(data), len(data)])
-        if record_info is None:
-            partial.unlink()
-            raise ValueError(f"{source.name}: no .dist-info/RECORD, not a wheel")
-        record.writerow([record_info.filename, "", ""])
-        out.writestr(record_info, rows.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
+    try:
+        with zipfile.ZipFile(source) as wheel, zipfile.ZipFile(partial, "w") as out:
+            for info in wheel.infolist():
+                if info.filename.endswith(".dist-info/RECORD"):
+                    record_info = info
+                    continue
+                data = b"" if is_kernel(info.filename) else wheel.read(info)
+                out.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+                if not info.is_dir():
+                    record.writerow([info.filename, record_hash(data), len(data)])
+            if record_info is not None:
+                record.writerow([record_info.filename, "", ""])
+                out.writestr(record_info, rows.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        partial.unlink(missing_ok=True)
+        raise SandboxError(f"{source}: not a readable wheel ({error}); remove it and run make "
+                           "prefetch to download it again") from None  # fmt: skip
+    if record_info is None:
+        partial.unlink()
+        raise SandboxError(f"{source}: no .dist-info/RECORD, not a wheel")
     os.replace(partial, target)
 
 
