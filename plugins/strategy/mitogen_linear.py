@@ -26,17 +26,27 @@ description:
     task's forked worker that runs a collection's module) and the compile of each module_utils
     file it scans for imports (again for every module that imports it). Same results, less
     controller CPU (docs/test-time.md, session 25).
+  - A task's worker ends when the controller dies (SIGKILL, the OOM killer), on Linux. Ansible
+    starts each worker in a session of its own, so a kill of the controller's process group does
+    not reach it; under mitogen such a worker then waited for ever for a reply from mitogen's
+    multiplexer, which had died with the group. The kernel now sends the worker SIGTERM when the
+    controller dies, and Ansible's own handler ends the worker and what it started, as Ansible
+    does to its workers when the controller stops cleanly.
 author: specdeploy maintainers (!UNKNOWN)
 """
 
 import builtins
+import ctypes
 import getpass
+import os
+import signal
 from collections.abc import Callable
 
 from ansible.errors import AnsibleError
 
 try:
     import ansible.collections.list
+    import ansible.executor.process.worker
     import ansible_mitogen.loaders
     import ansible_mitogen.module_finder
     import ansible_mitogen.planner
@@ -140,7 +150,51 @@ def collection_dirs_once(planner) -> Callable[[], None]:
     return list_once
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def end_with_parent(parent_pid: int, signum: int = signal.SIGTERM) -> bool:
+    """In a freshly forked child: have the kernel send `signum` when the process that forked it
+    (`parent_pid`) dies; if it died already, send it now. False where the kernel offers no such
+    thing (not Linux), and nothing changes.
+
+    The kernel sends it when the forking thread ends: Ansible forks its workers in the
+    controller's main thread, whose end is the controller's."""
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if prctl is None or prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+        return False
+    if os.getppid() != parent_pid:  # the parent died between the fork and the prctl
+        os.kill(os.getpid(), signum)
+    return True
+
+
+def workers_end_with_controller(worker_class: type) -> None:
+    """Make each task's worker (ansible's WorkerProcess) end when the controller dies.
+
+    Ansible starts its workers with setsid, so a kill of the controller's process group misses
+    them; mitogen's multiplexer is in that group, and a worker waiting for its reply waited for
+    ever (found in the test suite's killed-controller faults: one such process left per kill).
+    SIGTERM runs the handler Ansible installs in the worker, which ends it and its process
+    group."""
+    if getattr(worker_class, "_specdeploy_ends_with_controller", False):
+        return  # the plugin loaded again in the same controller
+    worker_run, worker_start = worker_class.run, worker_class.start
+
+    def run(self) -> None:
+        end_with_parent(self._specdeploy_controller_pid)
+        return worker_run(self)
+
+    def start(self) -> None:
+        self._specdeploy_controller_pid = os.getpid()
+        return worker_start(self)
+
+    worker_class.run = run
+    worker_class.start = start
+    worker_class._specdeploy_ends_with_controller = True
+
+
 if MITOGEN_MISSING is None:
+    workers_end_with_controller(ansible.executor.process.worker.WorkerProcess)
     _answer_as_ansible_does(ansible_mitogen.transport_config.PlayContextSpec)
     # module_finder calls the builtin `compile` by name: a module global of that name wins
     ansible_mitogen.module_finder.compile = memoized_compile(builtins.compile)

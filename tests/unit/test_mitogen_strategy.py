@@ -18,11 +18,14 @@ import getpass
 import grp
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ansible_collections.specdeploy.toolkit.plugins.strategy import mitogen_linear
+from testbed.processes import left_running, running_with
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -189,3 +192,38 @@ def test_a_collection_module_runs_over_mitogen_with_the_run_wide_lists(tmp_path:
     assert run.returncode == 0, run.stdout + run.stderr
     assert (tmp_path / "a").is_dir() and (tmp_path / "b").is_dir()
     assert "changed=2" in run.stdout
+
+
+def test_a_controller_killed_with_its_process_group_leaves_no_process_behind(
+    tmp_path: Path,
+) -> None:
+    # The test suite's faults kill a deploy's process group mid-task (ssh-dropped, the killed
+    # controller). Ansible's task worker has a session of its own, so the kill missed it, and
+    # under mitogen it then waited for ever for the multiplexer the kill had ended.
+    play = tmp_path / "play.yml"
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - ansible.builtin.shell: touch {tmp_path / 'started'} && exec sleep 60\n"
+    )
+    env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    interpreter = f"ansible_python_interpreter={sys.executable}"
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,",
+            "-c", "local", "-e", interpreter, str(play)]  # fmt: skip
+    controller = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert controller.poll() is None, "the play ended before its task started"
+            assert time.monotonic() < deadline, "the task did not start in 120 s"
+            time.sleep(0.2)
+        assert len(running_with(argv)) >= 3  # the controller, mitogen's multiplexer, the worker
+        os.killpg(controller.pid, signal.SIGKILL)
+        controller.wait()
+        left = left_running(argv, wait_s=30)
+        assert not left, f"still running 30 s after the controller was killed: {left}"
+    finally:
+        for pid in running_with(argv):
+            os.kill(pid, signal.SIGKILL)

@@ -21,6 +21,7 @@ from faultlib import (
     first_release_of,
     record,
 )
+from testbed.processes import left_running
 
 GROUP = "build"
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -187,6 +188,7 @@ def test_ssh_dropped_mid_deploy_then_rerun_converges(node, ids):
     os.killpg(proc.pid, signal.SIGKILL)  # the whole run and its SSH connections, by its id
     killed = node.finish(proc)
     assert killed.rc == -signal.SIGKILL
+    assert not (left := left_running(proc.args)), f"processes of the killed run left: {left}"
     half = [r for r in node.sh(f"ls {ROOT}/releases").split() if r not in before["releases"]]
     assert len(half) == 1
     ids["C"] = half[0]

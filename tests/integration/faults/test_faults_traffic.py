@@ -41,6 +41,7 @@ from faultlib import (
     wait_until,
 )
 from test_live_traffic import rotation, wait_in_rotation
+from testbed.processes import left_running
 from testbed.sandbox import balancer
 from testbed.sandbox.config import instance
 
@@ -383,6 +384,7 @@ def test_the_controller_killed_mid_stage_then_the_deploy_rerun(node, ids, hosts)
         )
         os.killpg(proc.pid, signal.SIGKILL)  # the whole run and its SSH connections, by its id
         seen["killed"] = node.finish(proc)
+        seen["left"] = left_running(proc.args)  # no worker or multiplexer of the killed run
         time.sleep(2)
         seen["rotation"] = rotation(hosts)
         seen["current"] = [node.on(i).current() for i in range(NODES)]
@@ -392,6 +394,7 @@ def test_the_controller_killed_mid_stage_then_the_deploy_rerun(node, ids, hosts)
     run, summary = under_traffic(kill_then_rerun, ids["model"])
     state = fleet(node, hosts, ids)
     assert seen["killed"].rc == -signal.SIGKILL
+    assert not seen["left"], f"processes of the killed run left: {seen['left']}"
     assert seen["rotation"] == {hosts[0]: "in rotation", hosts[1]: "drained"}, seen
     assert seen["lock"].strip() == "held"  # stale now
     assert run.rc == 0, run.message
