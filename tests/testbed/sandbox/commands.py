@@ -27,6 +27,7 @@ from testbed.sandbox.files import ensure_client_key, ssh_dir, zipimport_cache_wa
 from testbed.sandbox.host import (
     cgroup_roots,
     ensure_host_packages,
+    ensure_inotify_instances,
     flocked,
     locked,
     nspawn_processes,
@@ -54,6 +55,7 @@ def up(count: int, exact: bool = True, timeout: float = 90.0) -> list[Node]:
         raise SandboxError("the sandbox needs root (systemd-nspawn, overlayfs, cgroups)")
     zipimport_cache_wanted()  # a bad switch is said before anything starts
     ensure_host_packages()
+    ensure_inotify_instances()
     with locked():
         lower = ensure_rootfs()
         ensure_node_wheelhouse()

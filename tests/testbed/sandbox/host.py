@@ -40,6 +40,34 @@ def ensure_host_packages() -> None:
         subprocess.run(install, env=env, check=True)
 
 
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+# Every node's systemd holds inotify instances, all counted against root. Two `make test` side by
+# side boot 20-odd nodes at once, and the kernel's default of 128 ran out (ci63: "Failed to
+# create inotify object: Too many open files", a node never answered SSH). kind documents the
+# same limit for its node containers.
+NODES_INOTIFY_INSTANCES = 1024
+
+
+def ensure_inotify_instances(
+    minimum: int = NODES_INOTIFY_INSTANCES, setting: Path = INOTIFY_INSTANCES
+) -> None:
+    """Raise the host's inotify instances per user to `minimum` if it is lower (never lowers)."""
+    try:
+        current = int(setting.read_text().strip())
+    except (OSError, ValueError) as unread:
+        log(f"could not read {setting} ({unread}); nodes may fail to boot when many run")
+        return
+    if current >= minimum:
+        return
+    try:
+        setting.write_text(f"{minimum}\n")
+    except OSError as unwritten:
+        log(f"{setting} is {current} and could not be raised ({unwritten.strerror}); "
+            f"nodes may fail to boot when many run")  # fmt: skip
+        return
+    log(f"raised {setting} from {current} to {minimum}: every node's systemd holds some")
+
+
 def lock_dir() -> Path:
     return Path("/run/lock") if Path("/run/lock").is_dir() else Path(tempfile.gettempdir())
 
