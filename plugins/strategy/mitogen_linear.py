@@ -151,21 +151,21 @@ def collection_dirs_once(planner) -> Callable[[], None]:
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# looked up once in the controller; each forked worker inherits it (None: not Linux)
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
 
 
-def end_with_parent(parent_pid: int, signum: int = signal.SIGTERM) -> bool:
+def end_with_parent(parent_pid: int, signum: int = signal.SIGTERM) -> None:
     """In a freshly forked child: have the kernel send `signum` when the process that forked it
-    (`parent_pid`) dies; if it died already, send it now. False where the kernel offers no such
-    thing (not Linux), and nothing changes.
+    (`parent_pid`) dies; if it died already, send it now. Nothing where the kernel offers no
+    such thing (not Linux).
 
     The kernel sends it when the forking thread ends: Ansible forks its workers in the
     controller's main thread, whose end is the controller's."""
-    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
-    if prctl is None or prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
-        return False
+    if _PRCTL is None or _PRCTL(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+        return
     if os.getppid() != parent_pid:  # the parent died between the fork and the prctl
         os.kill(os.getpid(), signum)
-    return True
 
 
 def workers_end_with_controller(worker_class: type) -> None:
