@@ -37,3 +37,21 @@ def test_an_unwritable_or_unreadable_limit_is_said_and_the_boot_goes_on(
     ensure_inotify_instances(1024, garbage)
     said = capsys.readouterr()
     assert "could not read" in said.err + said.out and garbage.read_text() == "many\n"
+
+
+def test_a_limit_that_cannot_be_raised_is_said_and_kept(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    # The tests run as root, whom file modes do not stop: the refusal (a read-only /proc/sys in a
+    # container) is made by hand.
+    setting = tmp_path / "max_user_instances"
+    setting.write_text("128\n")
+
+    def refused(self: Path, *args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", refused)
+    ensure_inotify_instances(1024, setting)  # no exception
+    said = capsys.readouterr()
+    assert "is 128 and could not be raised (Permission denied)" in said.err + said.out
+    assert setting.read_text() == "128\n"
